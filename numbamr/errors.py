@@ -1,0 +1,72 @@
+"""numbamr's errors. Each one names the problem and, where known, the user's source line."""
+import os
+import sys
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))
+
+
+def _numpy_dir():
+    import numpy
+    return os.path.dirname(os.path.abspath(numpy.__file__))
+
+
+class NumbamrError(Exception):
+    """Base class of every error numbamr raises on purpose."""
+
+    def __init__(self, message, loc=None):
+        self.loc = loc
+        self.plain_message = message
+        super().__init__(message + (f"\n  at {loc}" if loc else ""))
+
+
+class TraceError(NumbamrError, TypeError):
+    """The function does something numbamr cannot trace (unsupported function, control flow...)."""
+
+
+class ShapeError(NumbamrError, ValueError):
+    """Shapes that do not broadcast, axes out of range, bad reshapes."""
+
+
+class DTypeError(NumbamrError, TypeError):
+    """A dtype numbamr does not compute with (object, string, complex...)."""
+
+
+class ArgumentError(NumbamrError, TypeError):
+    """Wrong arguments to a jitted function: count, kinds, devices, out=."""
+
+
+class FusionError(NumbamrError):
+    """The program cannot be compiled into the kernels asked for."""
+
+
+class CompileError(NumbamrError):
+    """numba failed on emitted source; the message names the saved source file."""
+
+
+class SourceLoc:
+    """Where in the user's code a node was made: file, line number and the line's text."""
+    __slots__ = ("filename", "lineno", "text")
+
+    def __init__(self, filename, lineno, text):
+        self.filename, self.lineno, self.text = filename, lineno, text
+
+    def __str__(self):
+        text = f": {self.text.strip()}" if self.text else ""
+        return f"{self.filename}:{self.lineno}{text}"
+
+    def __repr__(self):
+        return f"SourceLoc({self.filename!r}, {self.lineno})"
+
+
+def user_loc():
+    """The innermost stack frame outside this package (the user's line), or None."""
+    skip = (_PKG_DIR + os.sep, _numpy_dir() + os.sep)
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if not filename.startswith(skip) and "<frozen" not in filename:
+            import linecache
+            return SourceLoc(frame.f_code.co_filename, frame.f_lineno,
+                             linecache.getline(frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return None

@@ -1,0 +1,192 @@
+"""The decorator: a call's signature -> traced graph -> lowered kernels -> compiled -> launched.
+
+Array arguments are traced; every other argument is static: its value is part of the cache
+key and the function sees the plain value. ``fn.lower(*args)`` returns what a call with
+those arguments would run, without running it.
+"""
+import collections
+import inspect
+import threading
+
+import numpy as np
+
+from . import settings
+from .errors import ArgumentError, NumbamrError
+from .graph import format_graph
+from .lowering import lower_kernel, KernelOptions
+from .runtime import arrays
+from .schedule import schedule, format_schedule
+from .trace import trace
+
+
+class Lowered:
+    """What a call would run: the traced graph, the kernels and their sources."""
+
+    def __init__(self, graph_text, schedule_text, kernels, out_specs, structure):
+        self.graph_text, self.schedule_text = graph_text, schedule_text
+        self.kernels = kernels
+        self.out_specs, self.structure = out_specs, structure
+
+    def as_text(self):
+        """The emitted numba.cuda source of every kernel."""
+        return "\n\n".join(k.source for k in self.kernels)
+
+    def __repr__(self):
+        return f"<Lowered: {len(self.kernels)} kernel(s): " + \
+            ", ".join(k.name for k in self.kernels) + ">"
+
+
+class _Leaf:
+    """One argument value after binding: an array or a static value."""
+    __slots__ = ("name", "value", "array")
+
+    def __init__(self, name, value, array):
+        self.name, self.value, self.array = name, value, array
+
+    def key(self):
+        if self.array is not None:
+            a = self.array
+            return ("A", a.layout_key(), a.where)
+        try:
+            hash(self.value)
+        except TypeError:
+            raise ArgumentError(f"argument {self.name!r} is a {type(self.value).__name__}, which "
+                                "is neither an array nor a hashable static value") from None
+        return ("S", type(self.value).__name__, self.value)
+
+
+class Compiled:
+    """One signature's lowered kernels and their numba kernel objects."""
+
+    def __init__(self, lowered, launchers):
+        self.lowered, self.launchers = lowered, launchers
+
+
+class JitFunction:
+    def __init__(self, fn, options):
+        self.fn, self.options = fn, options
+        self.__name__ = getattr(fn, "__name__", "kernel")
+        self.__doc__ = getattr(fn, "__doc__", None)
+        self.__wrapped__ = fn
+        self._sig = inspect.signature(fn)
+        self._cache = collections.OrderedDict()
+        self._lock = threading.RLock()
+
+    def __repr__(self):
+        return f"<numbamr.jit {self.__name__}>"
+
+    # ---- arguments -------------------------------------------------------------------------
+    def _bind(self, args, kwargs):
+        try:
+            bound = self._sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{self.__name__}(): {e}") from None
+        bound.apply_defaults()
+        leaves = []
+        for name, value in bound.arguments.items():
+            kind = self._sig.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                leaves += [self._leaf(f"{name}[{i}]", v) for i, v in enumerate(value)]
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                leaves += [self._leaf(f"{name}[{k!r}]", v) for k, v in value.items()]
+            else:
+                leaves.append(self._leaf(name, value))
+        return bound, leaves
+
+    def _leaf(self, name, value):
+        return _Leaf(name, value, arrays.inspect_array(value, name))
+
+    def _rebuild(self, bound, values):
+        """Call the user's function with ``values`` in place of the leaves."""
+        it = iter(values)
+        args = {}
+        for name, value in bound.arguments.items():
+            kind = self._sig.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                args[name] = tuple(next(it) for _ in value)
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                args[name] = {k: next(it) for k in value}
+            else:
+                args[name] = next(it)
+        call = inspect.BoundArguments(self._sig, collections.OrderedDict(args))
+        return self.fn(*call.args, **call.kwargs)
+
+    # ---- lowering -----------------------------------------------------------------------
+    def _lower(self, bound, leaves):
+        specs = [("array", (l.array.shape, l.array.dtype)) if l.array is not None
+                 else ("static", l.value) for l in leaves]
+        graph, outputs, structure = trace(lambda vals: self._rebuild(bound, vals), specs)
+        layouts = {i: (l.array.strides, l.array.offset) for i, l in enumerate(leaves)
+                   if l.array is not None}
+        aligned = {("in", i) for i, l in enumerate(leaves) if l.array is not None and
+                   l.array.aligned}
+        names = {i: l.name for i, l in enumerate(leaves)}
+        sim = settings.simulator()
+        kernels = []
+        groups = schedule(outputs, self.__name__)
+        for g in groups:
+            out_layouts = [(_c_strides(o.shape), 0) for o in g.outputs]
+            aligned_all = aligned | {("out", i) for i in range(len(g.outputs))}
+            kernels.append(lower_kernel(_ident(g.name), g.outputs, layouts, out_layouts,
+                                        self.options, sim, aligned_all, names))
+        out_specs = [(o.dtype, o.shape) for o in outputs]
+        return Lowered(format_graph(outputs), format_schedule(groups), kernels, out_specs,
+                       structure)
+
+    def lower(self, *args, **kwargs):
+        """The kernels a call with these arguments would run (nothing is run)."""
+        bound, leaves = self._bind(args, kwargs)
+        return self._lower(bound, leaves)
+
+    # ---- calling ------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        bound, leaves = self._bind(args, kwargs)
+        from .runtime.launch import prepare_leaves, run
+        leaves, ctx = prepare_leaves(leaves, settings.simulator())
+        key = tuple(l.key() for l in leaves)
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is not None:
+                self._cache.move_to_end(key)
+        if compiled is None:
+            compiled = self._compile(bound, leaves, key)
+        return run(compiled, leaves, ctx)
+
+    def _compile(self, bound, leaves, key):
+        from .runtime.launch import make_launchers
+        with self._lock:
+            compiled = self._cache.get(key)
+            if compiled is None:
+                lowered = self._lower(bound, leaves)
+                compiled = Compiled(lowered, make_launchers(lowered, settings.simulator()))
+                self._cache[key] = compiled
+                while len(self._cache) > settings.current().max_signatures:
+                    self._cache.popitem(last=False)
+            return compiled
+
+
+def _c_strides(shape):
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(0 if n == 1 else acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+def _ident(name):
+    name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
+    return name if name and not name[0].isdigit() else "k_" + name
+
+
+def jit(fn=None, **options):
+    """Compile ``fn`` (numpy-style array code) into fused CUDA kernels.
+
+    Use bare (``@numbamr.jit``) or with kernel options (``@numbamr.jit(threads_per_row=64)``);
+    see ``numbamr.KernelOptions`` for the options.
+    """
+    opts = KernelOptions(**options)
+    if fn is None:
+        return lambda f: JitFunction(f, opts)
+    if not callable(fn):
+        raise ArgumentError(f"numbamr.jit expects a function, got {type(fn).__name__}")
+    return JitFunction(fn, opts)

@@ -1,0 +1,46 @@
+"""Lowering: one kernel group -> Kernel -> Layout -> linear program -> verified -> source."""
+from dataclasses import dataclass
+
+from .kernel import build_kernel, format_kernel
+from .options import KernelOptions, choose
+from .linearize import linearize, format_program
+from .verify import verify
+from .emit import emit
+
+
+@dataclass
+class LoweredKernel:
+    """Everything known about one kernel; ``source`` is what numba.cuda compiles on a GPU."""
+    name: str
+    kernel: object          # lowering.kernel.Kernel
+    layout: object          # lowering.options.Layout
+    program: object         # lowering.linearize.Program
+    source: str             # numba.cuda source (GPU target)
+    sim_source: str         # the same kernel for numba's CPU simulator
+
+    @property
+    def grid(self):
+        return self.program.grid
+
+    @property
+    def block(self):
+        return self.program.block
+
+    def as_text(self):
+        return self.source
+
+    def format(self):
+        return format_kernel(self.kernel) + "\n" + format_program(self.program)
+
+
+def lower_kernel(name, outputs, layouts, out_layouts, options=None, simulator=False,
+                 aligned=None, arg_names=None):
+    kernel = build_kernel(outputs, layouts, out_layouts, name, arg_names)
+    layout = choose(kernel, options, simulator)
+    program = verify(linearize(kernel, layout, aligned, simulator))
+    return LoweredKernel(name, kernel, layout, program, emit(program, "cuda"),
+                         emit(program, "sim"))
+
+
+__all__ = ["lower_kernel", "LoweredKernel", "KernelOptions", "choose", "format_kernel",
+           "format_program"]

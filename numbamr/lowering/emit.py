@@ -1,0 +1,311 @@
+"""Emit: a linear program becomes Python source for numba.cuda, one rule per instruction op.
+
+Two targets share every rule but three: ``cuda`` uses warp shuffles and 16-byte vector
+loads/stores (``numbamr.runtime.intrinsics``); ``sim`` (numba's CPU simulator, which has
+neither) exchanges through a shared scratch array between two barriers and moves vectors as
+scalars, keeping the same combine order, hence the same result bits.
+"""
+import numpy as np
+
+from ..ops import Op, ReduceKind
+
+FULL_MASK = "0xFFFFFFFF"
+
+
+def dtype_name(dt):
+    dt = np.dtype(dt)
+    return "boolean" if dt.kind == "b" else dt.name
+
+
+def _cast_text(text, to_dt, from_dt=None):
+    to_dt = np.dtype(to_dt)
+    if to_dt.kind == "b":
+        return f"({text} != 0)"
+    return f"{dtype_name(to_dt)}({text})"
+
+
+def _narrow(dt):
+    """numba widens integer arithmetic to 64 bits; results of narrower ints are cast back."""
+    dt = np.dtype(dt)
+    return dt.kind in "iu" and dt.itemsize < 8
+
+
+def _wrap(text, dt):
+    return _cast_text(text, dt) if _narrow(dt) else text
+
+
+def _alu(op, dt, a):
+    """Source text of an ALU op on operand texts ``a`` with result dtype ``dt``."""
+    dt = np.dtype(dt)
+    f = dt.kind == "f"
+    one = f"{dtype_name(dt)}(1.0)" if f else None
+    x = a[0]
+    simple = {
+        Op.ADD: lambda: f"{a[0]} + {a[1]}", Op.SUB: lambda: f"{a[0]} - {a[1]}",
+        Op.MUL: lambda: f"{a[0]} * {a[1]}", Op.DIV: lambda: f"{a[0]} / {a[1]}",
+        Op.LT: lambda: f"{a[0]} < {a[1]}", Op.LE: lambda: f"{a[0]} <= {a[1]}",
+        Op.GT: lambda: f"{a[0]} > {a[1]}", Op.GE: lambda: f"{a[0]} >= {a[1]}",
+        Op.EQ: lambda: f"{a[0]} == {a[1]}", Op.NE: lambda: f"{a[0]} != {a[1]}",
+        Op.AND: lambda: f"{a[0]} & {a[1]}", Op.OR: lambda: f"{a[0]} | {a[1]}",
+        Op.XOR: lambda: f"{a[0]} ^ {a[1]}", Op.WHERE: lambda: f"{a[1]} if {a[0]} else {a[2]}",
+        Op.NEG: lambda: f"-{x}", Op.ABS: lambda: f"abs({x})",
+        Op.ISNAN: lambda: f"{x} != {x}",
+    }
+    if op in simple:
+        text = simple[op]()
+        return _wrap(text, dt) if op not in (Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE,
+                                             Op.ISNAN) else text
+    if op is Op.NOT:
+        return f"not {x}" if dt.kind == "b" else _wrap(f"~{x}", dt)
+    if op in (Op.MAX, Op.MIN):
+        cmp = ">" if op is Op.MAX else "<"
+        if f:          # numpy propagates NaN through maximum/minimum
+            return f"{a[0]} if ({a[0]} {cmp} {a[1]} or {a[0]} != {a[0]}) else {a[1]}"
+        return f"{a[0]} if {a[0]} {cmp} {a[1]} else {a[1]}"
+    if op is Op.FLOORDIV:
+        if f:
+            return _cast_text(f"math.floor({a[0]} / {a[1]})", dt)
+        return _cast_text(f"{a[0]} // {a[1]} if {a[1]} != 0 else 0", dt)
+    if op is Op.MOD:
+        if f:
+            return f"{a[0]} - {_cast_text(f'math.floor({a[0]} / {a[1]})', dt)} * {a[1]}"
+        return _cast_text(f"{a[0]} % {a[1]} if {a[1]} != 0 else 0", dt)
+    if op is Op.POW:
+        return _cast_text(f"{a[0]} ** {a[1]}", dt)
+    fmath = {Op.EXP: "math.exp", Op.LOG: "math.log", Op.LOG2: "math.log2",
+             Op.SQRT: "math.sqrt", Op.SIN: "math.sin", Op.COS: "math.cos",
+             Op.TANH: "math.tanh", Op.ERF: "math.erf"}
+    if op in fmath:
+        return f"{fmath[op]}({x})"
+    if op is Op.EXP2:
+        return f"{dtype_name(dt)}(2.0) ** {x}"
+    if op is Op.RSQRT:
+        return f"{one} / math.sqrt({x})"
+    if op is Op.SIGMOID:
+        return f"{one} / ({one} + math.exp(-{x}))"
+    if op is Op.RECIP:
+        return f"{one} / {x}" if f else _cast_text(f"1 // {x} if {x} != 0 else 0", dt)
+    if op in (Op.FLOOR, Op.CEIL):
+        fn = "math.floor" if op is Op.FLOOR else "math.ceil"
+        return _cast_text(f"{fn}({x})", dt) if f else x
+    raise NotImplementedError(op)
+
+
+def _update(kind, dt, acc, v):
+    """Text of ``acc`` combined with ``v`` for a reduce of ``kind`` (NaN-propagating max/min)."""
+    if kind is ReduceKind.SUM:
+        return _wrap(f"{acc} + {v}", dt)
+    if kind is ReduceKind.PROD:
+        return _wrap(f"{acc} * {v}", dt)
+    cmp = ">" if kind is ReduceKind.MAX else "<"
+    if np.dtype(dt).kind == "f":
+        return f"{v} if ({v} {cmp} {acc} or {v} != {v}) else {acc}"
+    if np.dtype(dt).kind == "b":
+        return f"{acc} or {v}" if kind is ReduceKind.MAX else f"{acc} and {v}"
+    return f"{v} if {v} {cmp} {acc} else {acc}"
+
+
+def _arg_take(kind, av, ai, bv, bi, first):
+    """Condition for an arg-reduce to take (bv, bi) over (av, ai): NaN first, then value,
+    then the smaller index (numpy returns the first maximum)."""
+    cmp = ">" if kind is ReduceKind.ARGMAX else "<"
+    if first:       # in-thread: positions grow, so only a strictly better value moves
+        return (f"{bv} {cmp} {av} or ({bv} != {bv} and {av} == {av}) or "
+                f"{ai} == {1 << 62}")
+    return (f"({bv} != {bv} and ({av} == {av} or {bi} < {ai})) or "
+            f"({av} == {av} and ({bv} {cmp} {av} or ({bv} == {av} and {bi} < {ai})))")
+
+
+class Emitter:
+    def __init__(self, program, target):
+        assert target in ("cuda", "sim")
+        self.p, self.target = program, target
+        self.lines, self.indent = [], 1
+        self.scratch = {}              # (reduce id, dtype) -> scratch array (sim shuffles)
+
+    def line(self, text):
+        self.lines.append("    " * self.indent + text)
+
+    def module(self):
+        p = self.p
+        params = ", ".join(name for name, *_ in p.params)
+        head = [f"# numbamr kernel {p.name} ({self.target} target)",
+                f"# grid={p.grid} block={p.block}",
+                "import math",
+                "from numba import cuda",
+                "from numba.types import (boolean, int8, int16, int32, int64, uint8, uint16, "
+                "uint32, uint64,",
+                "                         float16, float32, float64)"]
+        if self.target == "cuda":
+            head.append("from numbamr.runtime.intrinsics import vload, vstore")
+        head += ["inf = math.inf", "nan = math.nan", "", "",
+                 f"def {p.name}({params}):"]
+        for n, kind, dt, pos in p.params:
+            head.append(f"    # {n}: {'input' if kind == 'in' else 'output'} {pos}, {dt}")
+        if self.target == "sim":
+            self.declare_scratch()
+        for ins in p.instrs:
+            getattr(self, "op_" + ins.op.lower())(ins)
+        return "\n".join(head + self.lines) + "\n"
+
+    # ---- simulator shuffles: one scratch array per reduce and dtype --------------------
+    def declare_scratch(self):
+        for ins in self.p.instrs:
+            if ins.op == "SHFL":
+                key = (ins.arg[1], np.dtype(ins.dtype).name)
+                if key not in self.scratch:
+                    name = f"xchg_{len(self.scratch)}"
+                    self.scratch[key] = name
+                    self.line(f"{name} = cuda.shared.array({self.p.block}, "
+                              f"{dtype_name(_xdt(ins.dtype))})")
+
+    # ---- one rule per op ---------------------------------------------------------------
+    def op_comment(self, ins):
+        self.line(f"# {ins.arg}")
+
+    def op_special(self, ins):
+        self.line(f"{ins.out[0]} = int64(cuda.{ins.arg})")
+
+    def op_index(self, ins):
+        self.line(f"{ins.out[0]} = {ins.arg}")
+
+    def op_shared(self, ins):
+        shape, rid = ins.arg
+        self.line(f"{ins.out[0]} = cuda.shared.array({shape}, {dtype_name(ins.dtype)})"
+                  f"  # reduce #{rid} only")
+
+    def op_define_acc(self, ins):
+        self.line(f"{ins.out[0]} = {ins.arg}")
+
+    def op_load(self, ins):
+        text, mask = ins.arg
+        buf = ins.srcs[0]
+        if mask:
+            self.line(f"{ins.out[0]} = {buf}[{text}] if {mask} else {_zero(ins.dtype)}")
+        else:
+            self.line(f"{ins.out[0]} = {buf}[{text}]")
+
+    def op_vload(self, ins):
+        text, mask = ins.arg
+        buf, n = ins.srcs[0], len(ins.out)
+        outs = ", ".join(ins.out)
+        if self.target == "cuda":
+            src = f"vload({buf}, {text}, {n})"
+        else:
+            src = "(" + ", ".join(f"{buf}[{text} + {i}]" if i else f"{buf}[{text}]"
+                                  for i in range(n)) + ")"
+        if mask:
+            zeros = ", ".join([_zero(ins.dtype)] * n)
+            self.line(f"{outs} = {src} if {mask} else ({zeros})")
+        else:
+            self.line(f"{outs} = {src}")
+
+    def op_store(self, ins):
+        buf, val = ins.srcs[0], ins.srcs[1]
+        self.line(f"{buf}[{ins.arg}] = {val}")
+
+    def op_vstore(self, ins):
+        text, n = ins.arg
+        buf, vals = ins.srcs[0], ins.srcs[1:1 + n]
+        if self.target == "cuda":
+            self.line(f"vstore({buf}, {text}, ({', '.join(vals)}))")
+        else:
+            for i, v in enumerate(vals):
+                self.line(f"{buf}[{text}{' + ' + str(i) if i else ''}] = {v}")
+
+    def op_alu(self, ins):
+        if ins.arg == "copy":
+            self.line(f"{ins.out[0]} = {ins.srcs[0]}")
+        else:
+            self.line(f"{ins.out[0]} = {_alu(ins.arg, ins.dtype, ins.srcs)}")
+
+    def op_cast(self, ins):
+        self.line(f"{ins.out[0]} = {_cast_text(ins.srcs[0], ins.arg)}")
+
+    def op_acc(self, ins):
+        kind = ins.arg
+        if kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN):
+            av, ai, v, pos = ins.srcs
+            cond = _arg_take(kind, av, ai, v, pos, first=True)
+            self.line(f"{av}, {ai} = ({v}, {pos}) if ({cond}) else ({av}, {ai})")
+        else:
+            acc, v = ins.srcs
+            self.line(f"{acc} = {_update(kind, ins.dtype, acc, v)}")
+
+    def op_combine(self, ins):
+        kind, n = ins.arg, len(ins.out)
+        if kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN):
+            av, ai, bv, bi = ins.srcs
+            cond = _arg_take(kind, av, ai, bv, bi, first=False)
+            self.line(f"{av}, {ai} = ({bv}, {bi}) if ({cond}) else ({av}, {ai})")
+        else:
+            acc, other = ins.srcs[0], ins.srcs[n]
+            self.line(f"{acc} = {_update(kind, ins.dtype, acc, other)}")
+
+    def op_shfl(self, ins):
+        off, rid = ins.arg
+        src, dt = ins.srcs[0], np.dtype(ins.dtype)
+        xdt = _xdt(dt)
+        sent = src if xdt == dt else _cast_text(src, xdt)
+        if self.target == "cuda":
+            got = f"cuda.shfl_xor_sync({FULL_MASK}, {sent}, {off})"
+        else:
+            scr = self.scratch[(rid, dt.name)]
+            self.line(f"{scr}[tid] = {sent}")
+            self.line("cuda.syncthreads()")
+            got = f"{scr}[tid ^ {off}]"
+        self.line(f"{ins.out[0]} = {got if xdt == dt else _cast_text(got, dt)}")
+        if self.target == "sim":
+            self.line("cuda.syncthreads()")
+
+    def op_shared_store(self, ins):
+        smem, val = ins.srcs
+        xdt = _xdt(ins.dtype)
+        self.line(f"{smem}[{ins.arg}] = "
+                  f"{val if xdt == np.dtype(ins.dtype) else _cast_text(val, xdt)}")
+
+    def op_shared_load(self, ins):
+        got = f"{ins.srcs[0]}[{ins.arg}]"
+        dt = np.dtype(ins.dtype)
+        self.line(f"{ins.out[0]} = {got if _xdt(dt) == dt else _cast_text(got, dt)}")
+
+    def op_barrier(self, ins):
+        self.line(f"cuda.syncthreads()  # reduce #{ins.arg} partials written")
+
+    def op_if(self, ins):
+        self.line(f"if {ins.arg}:")
+        self.indent += 1
+
+    def op_endif(self, ins):
+        self.indent -= 1
+
+    def op_loop(self, ins):
+        n, gid = ins.arg
+        self.line(f"for {ins.out[0]} in range({n}):")
+        self.indent += 1
+
+    def op_endloop(self, ins):
+        self.indent -= 1
+
+    def op_pass(self, ins):
+        self.line(f"# -- pass over loop group {ins.arg[0]} (row resident in registers)")
+
+    def op_endpass(self, ins):
+        self.line(f"# -- end of pass over loop group {ins.arg[0]}")
+
+
+def _xdt(dt):
+    dt = np.dtype(dt)
+    if dt.kind == "b" or (dt.kind in "iu" and dt.itemsize < 4):
+        return np.dtype(np.int32)
+    return dt
+
+
+def _zero(dt):
+    dt = np.dtype(dt)
+    return "False" if dt.kind == "b" else f"{dtype_name(dt)}(0)"
+
+
+def emit(program, target="cuda"):
+    """Python source (a module) defining one function named ``program.name``."""
+    return Emitter(program, target).module()

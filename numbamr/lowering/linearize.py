@@ -1,0 +1,555 @@
+"""Linearize: a Kernel plus a Layout becomes a linear program of ``Instr``s.
+
+The program is what the emitter prints, one rule per op. Its shape:
+
+    prologue      thread/row indices, one shared array per reduce
+    for each reduce depth (deepest first):
+      one pass per loop group: accumulate every reduce of that depth and group
+      combine each reduce across threads (shuffles, its own shared array, a barrier)
+    row-level outputs (one write per row)
+    one pass per loop group for the full-shape outputs
+
+A *pass* over a group is either resident (straight-line code over the thread's chunks; values
+stay in registers, so later passes reuse them) or a loop over chunks (values reloaded).
+Row-level values are rendered before a pass opens, so loop-invariant work sits outside loops.
+"""
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..ops import Op, ReduceKind
+from .kernel import walk
+from . import symbolic as sym
+
+ARG_SENTINEL = 1 << 62       # index of an arg-reduce that has seen no element yet
+
+
+@dataclass
+class Instr:
+    op: str                  # see Program docstring
+    out: tuple = ()          # names defined
+    srcs: tuple = ()         # names read
+    arg: object = None
+    dtype: object = None
+
+    def __repr__(self):
+        out = ", ".join(self.out)
+        return f"{out + ' = ' if out else ''}{self.op} {self.arg!r} <- {', '.join(self.srcs)}"
+
+
+@dataclass
+class Program:
+    """The linear program of one kernel.
+
+    ops: SPECIAL (thread/block index), INDEX (integer expression), CONST, LOAD, VLOAD,
+    ALU, CAST, DEFINE_ACC, ACC (accumulate), SHFL (warp exchange), SHARED (declare a
+    shared array), SHARED_STORE, SHARED_LOAD, COMBINE, BARRIER, STORE, VSTORE, LOOP/ENDLOOP,
+    IF/ENDIF, PASS/ENDPASS (markers around the chunks of a resident pass), COMMENT.
+    """
+    name: str
+    instrs: list
+    params: list             # (name, 'in'|'out', dtype, position)
+    block: int
+    grid: int
+    layout: object
+    kernel: object
+    shared: list = field(default_factory=list)   # (name, shape, dtype, reduce id)
+
+
+def format_program(p):
+    lines, depth = [f"program {p.name} grid={p.grid} block={p.block}"], 1
+    for ins in p.instrs:
+        if ins.op in ("ENDLOOP", "ENDIF", "ENDPASS"):
+            depth -= 1
+        lines.append("  " * depth + repr(ins))
+        if ins.op in ("LOOP", "IF", "PASS"):
+            depth += 1
+    return "\n".join(lines)
+
+
+class _Names:
+    def __init__(self):
+        self.used = set()
+
+    def new(self, base):
+        base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "v"
+        if base[0].isdigit():
+            base = "v" + base
+        name, i = base, 1
+        while name in self.used:
+            name, i = f"{base}_{i}", i + 1
+        self.used.add(name)
+        return name
+
+
+class _Chunk:
+    """One chunk of a pass: V consecutive positions of the loop variable."""
+
+    def __init__(self, group, u, qvar, mask):
+        self.group, self.u, self.qvar, self.mask = group, u, qvar, mask
+
+
+class Linearizer:
+    def __init__(self, kernel, layout, aligned=None, simulator=False):
+        self.k, self.L = kernel, layout
+        self.aligned = aligned            # buffer positions whose base is 16-byte aligned
+        self.simulator = simulator
+        self.instrs, self.names = [], _Names()
+        self.row_memo = {}                # Val id -> name or literal (row-level values)
+        self.elem_memo = {}               # (Val id, group id, u, v) -> name
+        self.index_memo = {}              # rendered row-level index text -> name
+        self.red = {}                     # reduce id -> (value name, index name or None)
+        self.shared = []
+        self.params = []
+        self.var_cache = {}
+        self.group_vars = {g.var: g for g in kernel.groups}
+        self.accs = {}                    # reduce id -> accumulator names (value[, index])
+        self.resident_q = {}              # (group id, chunk) -> (position name, mask name)
+
+    # ---- small helpers -----------------------------------------------------------------
+    def add(self, op, out=(), srcs=(), arg=None, dtype=None):
+        self.instrs.append(Instr(op, tuple(out), tuple(srcs), arg, dtype))
+
+    def group_of(self, val):
+        vs = self.var_cache.get(val.id)
+        if vs is None:
+            for w in walk(val):
+                if w.id in self.var_cache:
+                    continue
+                if w.op is Op.LOAD:
+                    s = {self.group_vars[x] for x in w.arg[1].vars() if x in self.group_vars}
+                elif w.op is Op.INDEX:
+                    s = {self.group_vars[x] for x in w.arg.vars() if x in self.group_vars}
+                else:
+                    s = set()
+                    for src in w.srcs:
+                        s |= self.var_cache[src.id]
+                self.var_cache[w.id] = frozenset(s)
+            vs = self.var_cache[val.id]
+        assert len(vs) <= 1, "a value depends on two loops"
+        return next(iter(vs)) if vs else None
+
+    # ---- program -----------------------------------------------------------------------
+    def run(self):
+        k, L = self.k, self.L
+        self.prologue()
+        depths = sorted({r.depth for r in k.reduces})
+        for d in depths:
+            level = [r for r in k.reduces if r.depth == d]
+            for g in k.groups:
+                insts = [r for r in level if r.group is g]
+                if insts:
+                    self.reduce_pass(g, insts)
+            for r in level:
+                self.combine(r)
+        self.row_stores()
+        for g in k.groups:
+            stores = [s for s in k.stores if s.group is g]
+            if stores:
+                self.store_pass(g, stores)
+        grid = -(-k.nrows // L.rows_per_block)
+        return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared)
+
+    def prologue(self):
+        k, L = self.k, self.L
+        for pos, (dt, name) in sorted(k.inputs.items()):
+            self.params.append((self.names.new(name), "in", dt, pos))
+        for pos, (dt, _) in enumerate(k.outputs):
+            self.params.append((self.names.new(f"out{pos}"), "out", dt, pos))
+        self.buf = {(kind, pos): name for name, kind, _, pos in self.params}
+        t, rb = L.threads_per_row, L.rows_per_block
+        self.add("COMMENT", arg=f"{k.nrows} rows, {rb} per block, {t} threads per row "
+                                f"({L.layout} layout)")
+        self.add("SPECIAL", ("tid",), arg="threadIdx.x")
+        self.add("SPECIAL", ("bid",), arg="blockIdx.x")
+        if L.layout == "row":
+            self.add("INDEX", ("lane",), ("tid",), arg=f"tid % {t}" if rb > 1 else "tid")
+            self.add("INDEX", ("rib",), ("tid",), arg=f"tid // {t}" if rb > 1 else "0")
+        else:
+            self.add("INDEX", ("lane",), ("tid",), arg=f"tid // {rb}")
+            self.add("INDEX", ("rib",), ("tid",), arg=f"tid % {rb}")
+        self.add("INDEX", ("row",), ("bid", "rib"), arg=f"bid * {rb} + rib")
+        self.names.used |= {"tid", "bid", "lane", "rib", "row"}
+        self.row_mask = None
+        if k.nrows % rb:
+            self.add("INDEX", ("row_ok",), ("row",), arg=f"row < {k.nrows}")
+            self.row_mask = "row_ok"
+            self.names.used.add("row_ok")
+        for r in k.reduces:
+            self.declare_shared(r)
+
+    def declare_shared(self, r):
+        L = self.L
+        t = L.threads_per_row
+        if t == 1:
+            return
+        if L.layout == "row":
+            if t <= 32:
+                return
+            shape = (L.rows_per_block, t // 32)
+        else:
+            shape = (t, L.rows_per_block)
+        if is_arg(r):
+            names = [self.names.new(f"smem_{r.name}_val"), self.names.new(f"smem_{r.name}_idx")]
+            dts = [r.value_dtype, np.dtype(np.int64)]
+        else:
+            names, dts = [self.names.new(f"smem_{r.name}")], [r.dtype]
+        for n, dt in zip(names, dts):
+            self.shared.append((n, shape, exchange_dtype(dt), r.id))
+            self.add("SHARED", (n,), arg=(shape, r.id), dtype=exchange_dtype(dt))
+
+    # ---- passes ------------------------------------------------------------------------
+    def chunks(self, g):
+        """Open a pass over ``g``; yields a _Chunk per chunk; closes the pass when done."""
+        L = self.L
+        plan = L.groups[g.id]
+        t, v = L.threads_per_row, plan.vector
+        span = t * v
+        extent = g.extent
+        if plan.resident:
+            self.add("PASS", arg=(g.id, "resident"))
+            for u in range(plan.chunks):
+                if (g.id, u) not in self.resident_q:     # positions stay valid across passes
+                    q = self.names.new(f"{g.var.name}_{u}")
+                    self.add("INDEX", (q,), ("lane",), arg=f"lane * {v} + {u * span}" if v > 1
+                             else f"lane + {u * span}")
+                    self.resident_q[(g.id, u)] = (q, self.mask(q, extent, (u + 1) * span > extent))
+                q, mask = self.resident_q[(g.id, u)]
+                yield _Chunk(g, u, q, mask)
+            self.add("ENDPASS", arg=(g.id, "resident"))
+            return
+        per_iter = span * plan.chunks
+        n_iter = -(-extent // per_iter)
+        it = self.names.new(f"it{g.id}")
+        self.add("LOOP", (it,), arg=(n_iter, g.id))
+        for u in range(plan.chunks):
+            q = self.names.new(f"{g.var.name}_{u}")
+            lane_part = f"lane * {v}" if v > 1 else "lane"
+            self.add("INDEX", (q,), (it, "lane"), arg=f"{it} * {per_iter} + {lane_part} + "
+                                                      f"{u * span}")
+            yield _Chunk(g, u, q, self.mask(q, extent, extent % per_iter != 0))
+        self.add("ENDLOOP", arg=g.id)
+        for key in [k for k in self.elem_memo if k[1] == g.id]:
+            del self.elem_memo[key]
+
+    def mask(self, q, extent, need_q):
+        if not need_q:
+            return self.row_mask
+        name = self.names.new(f"ok_{q}")
+        if self.row_mask:
+            self.add("INDEX", (name,), (self.row_mask, q), arg=f"{self.row_mask} and {q} < {extent}")
+        else:
+            self.add("INDEX", (name,), (q,), arg=f"{q} < {extent}")
+        return name
+
+    def prerender(self, vals):
+        """Render the row-level parts of ``vals`` now, before a pass (hoisting)."""
+        for v in vals:
+            for w in walk(v):
+                if self.group_of(w) is None:
+                    self.row_value(w)
+
+    def reduce_pass(self, g, insts):
+        plan = self.L.groups[g.id]
+        self.add("COMMENT", arg="reduce " + ", ".join(
+            f"#{r.id} {r.kind.value}" for r in insts) + f" over {g.var.name} {g.dims}")
+        accs = {}
+        for r in insts:
+            acc = self.names.new(f"acc_{r.name}")
+            ident = identity_literal(r)
+            accs[r.id] = [acc]
+            self.add("DEFINE_ACC", (acc,), arg=ident, dtype=r.value_dtype if is_arg(r) else r.dtype)
+            if is_arg(r):
+                idx = self.names.new(f"acc_{r.name}_idx")
+                accs[r.id].append(idx)
+                self.add("DEFINE_ACC", (idx,), arg=const_literal(ARG_SENTINEL, np.int64),
+                         dtype=np.dtype(np.int64))
+        self.prerender([r.body for r in insts])
+        for ch in self.chunks(g):
+            updates = []
+            for r in insts:
+                for v in range(plan.vector):
+                    val = self.elem_value(r.body, ch, v)
+                    pos = self.position(ch, v) if is_arg(r) else None
+                    updates.append((r, val, pos))
+            if ch.mask:
+                self.add("IF", srcs=(ch.mask,), arg=ch.mask)
+            for r, val, pos in updates:
+                srcs = tuple(accs[r.id]) + ((val,) if pos is None else (val, pos))
+                self.add("ACC", tuple(accs[r.id]), srcs, arg=r.kind, dtype=r.body.dtype)
+            if ch.mask:
+                self.add("ENDIF", arg=ch.mask)
+        self.accs.update(accs)
+
+    def position(self, ch, v):
+        name = self.names.new(f"pos_{ch.qvar}_{v}")
+        self.add("INDEX", (name,), (ch.qvar,), arg=f"{ch.qvar} + {v}" if v else ch.qvar)
+        return name
+
+    def combine(self, r):
+        L = self.L
+        accs = self.accs[r.id]
+        t = L.threads_per_row
+        self.add("COMMENT", arg=f"combine #{r.id} {r.kind.value} across {t} threads")
+        if t > 1 and L.layout == "row":
+            for off in _halvings(min(t, 32)):
+                others = [self.names.new(f"{a}_x{off}") for a in accs]
+                for i, (a, o) in enumerate(zip(accs, others)):
+                    self.add("SHFL", (o,), (a,), arg=(off, r.id), dtype=self._acc_dtype(r, i))
+                self.add("COMBINE", tuple(accs), tuple(accs) + tuple(others), arg=r.kind,
+                         dtype=r.dtype)
+        if t > 1 and (L.layout == "col" or t > 32):
+            smem = [s[0] for s in self.shared if s[3] == r.id]
+            if L.layout == "row":
+                count, write_idx, cond = t // 32, "rib, lane // 32", "lane % 32 == 0"
+            else:
+                count, write_idx, cond = t, "lane, rib", None
+            if cond:
+                self.add("IF", srcs=("lane",), arg=cond)
+            for i, (a, s) in enumerate(zip(accs, smem)):
+                self.add("SHARED_STORE", (), (s, a), arg=write_idx, dtype=self._acc_dtype(r, i))
+            if cond:
+                self.add("ENDIF", arg=cond)
+            self.add("BARRIER", arg=r.id)
+            res = [self.names.new(f"{r.name}_{'v' if i == 0 else 'idx'}")
+                   for i in range(len(accs))]
+            for i in range(count):
+                read_idx = f"rib, {i}" if L.layout == "row" else f"{i}, rib"
+                dts = [self._acc_dtype(r, j) for j in range(len(accs))]
+                if i == 0:
+                    for n, s, dt in zip(res, smem, dts):
+                        self.add("SHARED_LOAD", (n,), (s,), arg=read_idx, dtype=dt)
+                else:
+                    others = [self.names.new(f"{n}_{i}") for n in res]
+                    for n, s, dt in zip(others, smem, dts):
+                        self.add("SHARED_LOAD", (n,), (s,), arg=read_idx, dtype=dt)
+                    self.add("COMBINE", tuple(res), tuple(res) + tuple(others), arg=r.kind,
+                             dtype=r.dtype)
+            accs = res
+        name = self.names.new(r.name)
+        src = accs[1] if is_arg(r) else accs[0]
+        self.add("ALU", (name,), (src,), arg="copy", dtype=r.dtype)
+        self.red[r.id] = name
+
+    def _acc_dtype(self, r, i):
+        """dtype of accumulator ``i`` of ``r``: (value, index) for arg-reduces."""
+        if is_arg(r):
+            return np.dtype(np.int64) if i == 1 else r.value_dtype
+        return r.dtype
+
+    def row_stores(self):
+        stores = [s for s in self.k.stores if s.group is None]
+        if not stores:
+            return
+        self.add("COMMENT", arg="row-level outputs")
+        vals = []
+        for s in stores:
+            self.prerender([s.value])
+            vals.append(self.cast(self.row_value(s.value), s.value.dtype, s.dtype))
+        cond = "lane == 0" + (f" and {self.row_mask}" if self.row_mask else "")
+        self.add("IF", srcs=("lane",) + ((self.row_mask,) if self.row_mask else ()), arg=cond)
+        for s, val in zip(stores, vals):
+            text, names = self.address(s.addr, None, 0)
+            self.add("STORE", (), (self.buf[("out", s.output)], val) + names, arg=text,
+                     dtype=s.dtype)
+        self.add("ENDIF", arg=cond)
+
+    def store_pass(self, g, stores):
+        plan = self.L.groups[g.id]
+        self.add("COMMENT", arg=f"outputs over {g.var.name} {g.dims}")
+        self.prerender([s.value for s in stores])
+        for ch in self.chunks(g):
+            writes = []
+            for s in stores:
+                vals = [self.cast(self.elem_value(s.value, ch, v), s.value.dtype, s.dtype)
+                        for v in range(plan.vector)]
+                writes.append((s, vals))
+            if ch.mask:
+                self.add("IF", srcs=(ch.mask,), arg=ch.mask)
+            for s, vals in writes:
+                buf = self.buf[("out", s.output)]
+                if self.vectorizable(s.addr, g, ("out", s.output), s.dtype):
+                    text, names = self.address(s.addr, ch, 0)
+                    self.add("VSTORE", (), (buf,) + tuple(vals) + names, arg=(text, len(vals)),
+                             dtype=s.dtype)
+                    continue
+                for v, val in enumerate(vals):
+                    text, names = self.address(s.addr, ch, v)
+                    self.add("STORE", (), (buf, val) + names, arg=text, dtype=s.dtype)
+            if ch.mask:
+                self.add("ENDIF", arg=ch.mask)
+
+    # ---- values ------------------------------------------------------------------------
+    def cast(self, name, from_dt, to_dt):
+        if np.dtype(from_dt) == np.dtype(to_dt):
+            return name
+        out = self.names.new(f"{name}_{np.dtype(to_dt).name}")
+        self.add("CAST", (out,), (name,), arg=np.dtype(to_dt), dtype=np.dtype(to_dt))
+        return out
+
+    def row_value(self, val):
+        hit = self.row_memo.get(val.id)
+        if hit is not None:
+            return hit
+        for w in walk(val):
+            if w.id not in self.row_memo:
+                self.row_memo[w.id] = self.render(w, None, 0)
+        return self.row_memo[val.id]
+
+    def elem_value(self, val, ch, v):
+        if self.group_of(val) is None:
+            return self.row_value(val)
+        key = (val.id, ch.group.id, ch.u, v)
+        if key in self.elem_memo:
+            return self.elem_memo[key]
+        for w in walk(val):
+            if self.group_of(w) is None:
+                self.row_value(w)
+                continue
+            k = (w.id, ch.group.id, ch.u, v)
+            if k not in self.elem_memo:
+                self.elem_memo[k] = self.render(w, ch, v)
+        return self.elem_memo[key]
+
+    def lookup(self, val, ch, v):
+        if self.group_of(val) is None:
+            return self.row_memo[val.id]
+        return self.elem_memo[(val.id, ch.group.id, ch.u, v)]
+
+    def render(self, val, ch, v):
+        op = val.op
+        if op is Op.CONST:
+            return const_literal(val.arg, val.dtype)
+        if op is Op.REDUCED:
+            return self.red[val.arg.id]
+        if op is Op.INDEX:
+            text, names = self.address(val.arg, ch, v)
+            name = self.names.new("idx")
+            self.add("INDEX", (name,), names, arg=text)
+            return name
+        if op is Op.LOAD:
+            return self.load(val, ch, v)
+        srcs = tuple(self.lookup(s, ch, v) for s in val.srcs)
+        name = self.names.new(_val_name(val, ch, v))
+        if op is Op.CAST:
+            self.add("CAST", (name,), srcs, arg=val.dtype, dtype=val.dtype)
+        else:
+            self.add("ALU", (name,), srcs, arg=op, dtype=val.dtype)
+        return name
+
+    def load(self, val, ch, v):
+        pos, addr = val.arg
+        buf = self.buf[("in", pos)]
+        base = self.k.inputs[pos][1]
+        if ch is not None and self.vectorizable(addr, ch.group, ("in", pos), val.dtype):
+            if v != 0:          # the vector load of this chunk made it already
+                return self.elem_memo[(val.id, ch.group.id, ch.u, v)]
+            width = self.L.groups[ch.group.id].vector
+            text, names = self.address(addr, ch, 0)
+            outs = [self.names.new(f"{base}_{ch.qvar}_{i}") for i in range(width)]
+            mask = (ch.mask,) if ch.mask else ()
+            self.add("VLOAD", tuple(outs), (buf,) + names + mask, arg=(text, ch.mask),
+                     dtype=val.dtype)
+            for i, o in enumerate(outs[1:], 1):
+                self.elem_memo[(val.id, ch.group.id, ch.u, i)] = o
+            return outs[0]
+        text, names = self.address(addr, ch, v)
+        mask = ch.mask if ch is not None else self.row_mask
+        name = self.names.new(f"{base}_{ch.qvar}_{v}" if ch is not None else f"{base}_row")
+        self.add("LOAD", (name,), (buf,) + names + ((mask,) if mask else ()), arg=(text, mask),
+                 dtype=val.dtype)
+        return name
+
+    def vectorizable(self, addr, g, buf, dtype):
+        width = self.L.groups[g.id].vector
+        if width == 1 or addr.coef(g.var) != 1:
+            return False
+        if self.aligned is not None and buf not in self.aligned:
+            return False
+        if width * np.dtype(dtype).itemsize > 16:
+            return False
+        rest = addr.substitute({g.var: sym.lift(0)})
+        return rest.const % width == 0 and all(c % width == 0 for _, c in rest.terms)
+
+    def address(self, expr, ch, v):
+        """Text of an index expression at chunk ``ch`` position ``v``, and the names it reads.
+
+        The part that depends on the row only is hoisted into a named row-level index.
+        """
+        gvar = ch.group.var if ch is not None else None
+        row_terms = {a: c for a, c in expr.terms if gvar is None or gvar not in _atom_vars(a)}
+        loop_terms = {a: c for a, c in expr.terms if a not in row_terms}
+        row_part = sym.Expr.make(dict(row_terms), expr.const)
+        names = []
+        if row_part.terms:
+            text = row_part.render(lambda x: x.name)
+            nm = self.index_memo.get(text)
+            if nm is None:
+                nm = self.names.new("base")
+                self.add("INDEX", (nm,), ("row",), arg=text)
+                self.index_memo[text] = nm
+            parts, names = [nm], [nm]
+        else:
+            parts = [str(row_part.const)] if row_part.const else []
+        if loop_terms:
+            qv = sym.Var(ch.qvar, gvar.size)
+            loop_e = sym.Expr.make(dict(loop_terms), 0).substitute({gvar: sym.lift(qv) + v})
+            parts.append(loop_e.render(lambda x: x.name))
+            names.append(ch.qvar)
+        text = " + ".join(parts) if parts else "0"
+        return text, tuple(names)
+
+
+def _atom_vars(atom):
+    return {atom} if isinstance(atom, sym.Var) else atom.x.vars()
+
+
+def _halvings(n):
+    off = n // 2
+    while off >= 1:
+        yield off
+        off //= 2
+
+
+def _val_name(val, ch, v):
+    base = val.op.name.lower()
+    return f"{base}_{ch.u}_{v}" if ch is not None else base
+
+
+def is_arg(r):
+    return r.kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN)
+
+
+def exchange_dtype(dt):
+    """Shuffles and shared arrays move bool and narrow integers as int32."""
+    dt = np.dtype(dt)
+    if dt.kind == "b" or (dt.kind in "iu" and dt.itemsize < 4):
+        return np.dtype(np.int32)
+    return dt
+
+
+def identity_literal(r):
+    from ..dtypes import identity
+    kind = r.kind.value
+    dt = r.value_dtype if is_arg(r) else r.dtype
+    return const_literal(identity(kind, dt).item(), dt)
+
+
+def const_literal(value, dtype):
+    """Source text of a typed constant (so float32 code never silently widens)."""
+    dt = np.dtype(dtype)
+    if dt.kind == "b":
+        return "True" if value else "False"
+    if dt.kind == "f":
+        if value != value:
+            body = "nan"
+        elif value in (float("inf"), float("-inf")):
+            body = "inf" if value > 0 else "-inf"
+        else:
+            body = repr(float(value))
+        return f"{dt.name}({body})" if body[0] not in "-" else f"{dt.name}({body})"
+    return f"{dt.name}({int(value)})"
+
+
+def linearize(kernel, layout, aligned=None, simulator=False):
+    return Linearizer(kernel, layout, aligned, simulator).run()

@@ -1,0 +1,173 @@
+"""Kernel options (the thread layout of a kernel) and the heuristics that pick them per shape.
+
+Every option can be forced through ``numbamr.jit(...)``; what is not forced is chosen here.
+"""
+from dataclasses import dataclass, fields, replace
+
+import numpy as np
+
+from ..errors import ArgumentError
+from ..ops import Op
+from .kernel import walk
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """Layout choices; ``None`` means "let the heuristics choose".
+
+    threads_per_row: threads that cooperate on one row (power of two, 1..1024)
+    rows_per_block:  rows handled by one thread block
+    vector:          most elements per vector (16-byte) load/store; 1 disables vector access
+    upcast:          most chunks per thread kept in registers for the whole kernel ("resident"
+                     rows: each input read once); 0 never keeps rows resident
+    unroll:          chunks per iteration of a loop over a row that is not resident
+    layout:          'row' (a row's threads are adjacent: coalesced along rows) or 'col'
+                     (adjacent threads take adjacent rows: coalesced across rows)
+    """
+    threads_per_row: int = None
+    rows_per_block: int = None
+    vector: int = None
+    upcast: int = None
+    unroll: int = None
+    layout: str = None
+
+    def __post_init__(self):
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if v is None:
+                continue
+            if f.name == "layout":
+                if v not in ("row", "col"):
+                    raise ArgumentError(f"option layout must be 'row' or 'col', got {v!r}")
+                continue
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool):
+                raise ArgumentError(f"option {f.name} must be an integer, got {v!r}")
+        t, rb = self.threads_per_row, self.rows_per_block
+        if t is not None and (t < 1 or t > 1024 or t & (t - 1)):
+            raise ArgumentError(f"option threads_per_row must be a power of two in 1..1024, "
+                                f"got {t}")
+        if rb is not None and rb < 1:
+            raise ArgumentError(f"option rows_per_block must be at least 1, got {rb}")
+        if t is not None and rb is not None and t * rb > 1024:
+            raise ArgumentError(f"threads_per_row * rows_per_block = {t * rb} exceeds 1024 "
+                                "threads per block")
+        if self.vector is not None and self.vector not in (1, 2, 4, 8, 16):
+            raise ArgumentError(f"option vector must be 1, 2, 4, 8 or 16, got {self.vector}")
+        if self.upcast is not None and self.upcast < 0:
+            raise ArgumentError(f"option upcast must be >= 0, got {self.upcast}")
+        if self.unroll is not None and self.unroll < 1:
+            raise ArgumentError(f"option unroll must be >= 1, got {self.unroll}")
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    vector: int        # elements per chunk (V)
+    chunks: int        # resident: chunks per thread covering the extent; streaming: unroll
+    resident: bool
+
+
+@dataclass(frozen=True)
+class Layout:
+    threads_per_row: int
+    rows_per_block: int
+    layout: str
+    groups: tuple      # GroupPlan per loop group id
+
+    @property
+    def block_threads(self):
+        return self.threads_per_row * self.rows_per_block
+
+
+def _pow2_ceil(n):
+    return 1 << max(0, int(n - 1).bit_length())
+
+
+def _accesses(kernel, group):
+    """(dtype, address) of every load and store inside ``group``'s loops."""
+    out = []
+    vals = [r.body for r in kernel.reduces if r.group is group]
+    vals += [s.value for s in kernel.stores if s.group is group]
+    for v in vals:
+        for w in walk(v):
+            if w.op is Op.LOAD and group.var in w.arg[1].vars():
+                out.append((w.dtype, w.arg[1]))
+    for s in kernel.stores:
+        if s.group is group:
+            out.append((s.dtype, s.addr))
+    return out
+
+
+def contiguous_in(addr, var):
+    """Is ``addr`` = (terms without ``var``) + 1 * var?"""
+    return addr.coef(var) == 1
+
+
+def _vector_width(kernel, group, forced):
+    acc = _accesses(kernel, group)
+    vec = [dt for dt, a in acc if contiguous_in(a, group.var)]
+    if not vec:
+        return 1
+    width = 16 // max(np.dtype(dt).itemsize for dt, _ in acc)
+    if forced is not None:
+        width = min(width, forced)
+    while width > 1 and group.extent % width:
+        width //= 2
+    return max(1, width)
+
+
+def _prefers_col(kernel):
+    """Column layout when loads walk rows contiguously but loops stride through memory."""
+    row = kernel.row
+    for g in kernel.groups:
+        for _, addr in _accesses(kernel, g):
+            if contiguous_in(addr, g.var):
+                return False
+            if addr.coef(row) == 1 and kernel.nrows > 1:
+                return True
+    return False
+
+
+def choose(kernel, forced=None, simulator=False):
+    """Resolve every option for ``kernel``: forced values win, heuristics fill the rest."""
+    forced = forced or KernelOptions()
+    layout = forced.layout or ("col" if _prefers_col(kernel) else "row")
+    extent = max((g.extent for g in kernel.groups), default=1)
+    nrows = kernel.nrows
+    vectors = {g.id: _vector_width(kernel, g, 1 if layout == "col" else forced.vector)
+               for g in kernel.groups}
+    vmax = max(vectors.values(), default=1)
+    cap = 32 if simulator else 1024
+    if forced.threads_per_row is not None:
+        t = forced.threads_per_row
+    elif layout == "col":
+        t = 1 if extent <= 1 else min(8, _pow2_ceil(extent))
+    else:
+        per_thread = 2 if simulator else 16
+        t = min(cap, _pow2_ceil(max(1, extent // (vmax * (per_thread // vmax or 1)))))
+    if forced.rows_per_block is not None:
+        rb = forced.rows_per_block
+    else:
+        target = (64 if simulator else (256 if layout == "col" else 256))
+        rb = max(1, min(target // t, _pow2_ceil(nrows)))
+        if simulator:
+            rb = min(rb, 2)
+    if t * rb > 1024:
+        rb = max(1, 1024 // t)
+    plans = []
+    for g in kernel.groups:
+        v = vectors[g.id]
+        need = -(-g.extent // (t * v))
+        if forced.upcast is not None:
+            resident = need <= forced.upcast
+        else:       # keep at most 32 values per thread and array in registers
+            resident = need * v <= (16 if simulator else 32)
+        if resident:
+            plans.append(GroupPlan(v, need, True))
+        else:
+            unroll = forced.unroll if forced.unroll is not None else (2 if simulator else 4)
+            plans.append(GroupPlan(v, max(1, min(unroll, need)), False))
+    return Layout(t, rb, layout, tuple(plans))
+
+
+def with_defaults(options, **overrides):
+    return replace(options or KernelOptions(), **overrides)

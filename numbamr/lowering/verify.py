@@ -1,0 +1,54 @@
+"""Checks between stages: scopes, blocks and barriers of a linear program.
+
+- every name is defined before it is read, in a scope that is still open;
+- IF/ENDIF and LOOP/ENDLOOP nest and are all closed by the end;
+- no barrier or warp shuffle sits inside an IF (every thread of a block must reach it);
+- every shared array belongs to one reduce, and only that reduce's instructions touch it.
+"""
+import re
+
+from ..errors import NumbamrError
+
+_OPEN = {"IF": "ENDIF", "LOOP": "ENDLOOP"}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
+_LITERALS = {"True", "False"}
+
+
+class VerifyError(NumbamrError, AssertionError):
+    """A lowering stage produced an ill-formed program (a bug in numbamr)."""
+
+
+def verify(program):
+    scopes = [set(name for name, *_ in program.params)]
+    stack = []
+    owner = {}
+    for i, ins in enumerate(program.instrs):
+        where = f"instruction {i} ({ins!r}) of {program.name}"
+        for s in ins.srcs:
+            if _IDENT.match(s) and s not in _LITERALS and not any(s in sc for sc in scopes):
+                raise VerifyError(f"{where} reads {s!r} outside the scope that defines it")
+        if ins.op in ("BARRIER", "SHFL") and "IF" in stack:
+            raise VerifyError(f"{where}: a {ins.op.lower()} inside an if block is not reached "
+                              "by every thread")
+        if ins.op == "SHARED":
+            owner[ins.out[0]] = ins.arg[1]
+        if ins.op in ("SHARED_STORE", "SHARED_LOAD"):
+            if ins.srcs[0] not in owner:
+                raise VerifyError(f"{where} uses an undeclared shared array")
+        if ins.op in _OPEN:
+            stack.append(ins.op)
+            scopes.append(set())
+        elif ins.op in ("ENDIF", "ENDLOOP"):
+            if not stack or _OPEN[stack[-1]] != ins.op:
+                raise VerifyError(f"{where} closes a block that is not open")
+            stack.pop()
+            scopes.pop()
+        scopes[-1].update(ins.out)
+    if stack:
+        raise VerifyError(f"{program.name} ends with open blocks: {stack}")
+    reduce_of_shared = {}
+    for name, _, _, rid in program.shared:
+        if name in reduce_of_shared:
+            raise VerifyError(f"shared array {name} declared twice")
+        reduce_of_shared[name] = rid
+    return program

@@ -1,0 +1,1 @@
+"""Runtime: compiling emitted source with numba.cuda, arrays in and out, launching."""

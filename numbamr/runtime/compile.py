@@ -1,0 +1,69 @@
+"""Compiling emitted source: write it to the cache directory, import it, hand it to numba.
+
+Importing from a real file (rather than ``exec``) is what lets ``numba.cuda.jit(cache=True)``
+cache the compiled kernel on disk, and puts the generated line in every traceback.
+"""
+import hashlib
+import importlib.util
+import os
+import sys
+import tempfile
+import threading
+
+from .. import settings
+from ..errors import CompileError
+
+_lock = threading.Lock()
+_modules = {}
+
+
+def source_dir():
+    d = os.path.join(settings.current().cache_dir, "src")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+def _write_atomic(path, text):
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp_", suffix=".py")
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def load_source(source, name):
+    """Import ``source`` as a module from ``<cache>/src/gen_<hash>.py``; returns the module."""
+    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    with _lock:
+        mod = _modules.get(digest)
+        if mod is not None:
+            return mod
+        path = os.path.join(source_dir(), f"gen_{digest}.py")
+        try:
+            with open(path) as f:
+                ok = f.read() == source
+        except OSError:
+            ok = False
+        if not ok:                      # missing, truncated or corrupted: write it anew
+            _write_atomic(path, source)
+        modname = f"numbamr_gen_{digest}"
+        spec = importlib.util.spec_from_file_location(modname, path)
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[modname] = mod
+        try:
+            spec.loader.exec_module(mod)
+        except Exception as e:          # an emitter bug: say where the source is
+            raise CompileError(f"the generated source of kernel {name} failed to import "
+                               f"({type(e).__name__}: {e}); it is saved at {path}") from e
+        mod.__numbamr_path__ = path
+        _modules[digest] = mod
+        return mod
+
+
+def jit_kernel(source, name, simulator):
+    """A numba.cuda kernel object for the function ``name`` defined by ``source``."""
+    from numba import cuda
+    mod = load_source(source, name)
+    fn = getattr(mod, name)
+    if simulator:
+        return cuda.jit(fn), mod.__numbamr_path__
+    return cuda.jit(fn, cache=settings.current().cache), mod.__numbamr_path__

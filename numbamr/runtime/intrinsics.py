@@ -1,0 +1,63 @@
+"""16-byte vector loads and stores for emitted kernels (numba.cuda targets only).
+
+``a[4*i+k]`` stays four scalar loads in numba's output; these intrinsics load or store
+``n`` consecutive elements as one ``<n x T>`` access with the alignment of the whole vector.
+The emitter only uses them where the address is a multiple of ``n`` elements and the buffer's
+base is 16-byte aligned.
+"""
+from llvmlite import ir
+from numba import types
+from numba.cuda import cgutils
+from numba.cuda.extending import intrinsic
+
+
+def _element_pointer(context, builder, arrty, arr, idx):
+    if isinstance(arrty, types.CPointer):
+        return builder.gep(arr, [idx])
+    ary = context.make_array(arrty)(context, builder, arr)
+    return cgutils.get_item_pointer(context, builder, arrty, ary, [idx], wraparound=False)
+
+
+def _vector_pointer(context, builder, arrty, arr, idx, n):
+    elem = context.get_value_type(arrty.dtype)
+    vty = ir.VectorType(elem, n)
+    ptr = _element_pointer(context, builder, arrty, arr, idx)
+    return builder.bitcast(ptr, vty.as_pointer()), elem.get_abi_size(context.target_data) * n
+
+
+@intrinsic
+def vload(typingctx, arr, idx, n):
+    """Load ``n`` (a literal) elements of ``arr`` from ``idx`` as one vector access."""
+    if not isinstance(n, types.IntegerLiteral):
+        return None
+    count = n.literal_value
+    sig = types.UniTuple(arr.dtype, count)(arr, idx, n)
+
+    def codegen(context, builder, sig, args):
+        vptr, nbytes = _vector_pointer(context, builder, sig.args[0], args[0], args[1], count)
+        vec = builder.load(vptr, align=nbytes)
+        elems = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i))
+                 for i in range(count)]
+        return context.make_tuple(builder, sig.return_type, elems)
+    return sig, codegen
+
+
+@intrinsic
+def vstore(typingctx, arr, idx, vals):
+    """Store the tuple ``vals`` at ``arr[idx:idx+len(vals)]`` as one vector access."""
+    if not isinstance(vals, types.BaseTuple):
+        return None
+    count = len(vals)
+    sig = types.void(arr, idx, vals)
+
+    def codegen(context, builder, sig, args):
+        vptr, nbytes = _vector_pointer(context, builder, sig.args[0], args[0], args[1], count)
+        dtype = sig.args[0].dtype
+        elem = context.get_value_type(dtype)
+        vec = ir.Constant(ir.VectorType(elem, count), ir.Undefined)
+        for i in range(count):
+            v = builder.extract_value(args[2], i)
+            v = context.cast(builder, v, sig.args[2][i], dtype)
+            vec = builder.insert_element(vec, v, ir.Constant(ir.IntType(32), i))
+        builder.store(vec, vptr, align=nbytes)
+    return sig, codegen

@@ -1,0 +1,1057 @@
+"""Tracing: run the user's function on ``Tracer`` arrays and record a DAG of ``Node``s.
+
+A Tracer behaves like a numpy array of known shape and dtype but no values. Operators,
+numpy ufuncs (``__array_ufunc__``) and numpy functions (``__array_function__``) build nodes
+with numpy's broadcasting and dtype rules. Anything that would need a value at trace time
+(``if x.sum() > 0``) or would mutate an input raises a ``TraceError`` naming the user's line.
+"""
+import builtins
+import numbers
+import operator
+
+import numpy as np
+
+from . import dtypes
+from .errors import TraceError, ShapeError, DTypeError, user_loc
+from .graph import Graph
+from .ops import Op, ReduceKind, FLOAT_ONLY, COMPARE, MOVEMENT
+
+
+class Tracer:
+    """A traced array: a node of the graph plus the graph it belongs to."""
+    __slots__ = ("graph", "node")
+    __array_priority__ = 1000
+
+    def __init__(self, graph, node):
+        self.graph, self.node = graph, node
+
+    # ---- array attributes -------------------------------------------------------------
+    shape = property(lambda self: self.node.shape)
+    dtype = property(lambda self: self.node.dtype)
+    ndim = property(lambda self: len(self.node.shape))
+    size = property(lambda self: int(np.prod(self.node.shape, dtype=np.int64)))
+    T = property(lambda self: self.transpose())
+
+    def __repr__(self):
+        return f"Tracer(shape={self.shape}, dtype={self.dtype})"
+
+    def __len__(self):
+        if not self.shape:
+            raise TraceError("len() of a 0-d traced array", user_loc())
+        return self.shape[0]
+
+    def __iter__(self):
+        for i in range(len(self)):
+            yield self[i]
+
+    # ---- things that need values: refused with a clear message ------------------------
+    def __bool__(self):
+        raise TraceError("Python control flow on a traced array (if/while/and/or/not, or bool()) "
+                         "needs its value, which is not known while tracing; use np.where or "
+                         "pass the decision as a static (non-array) argument", user_loc())
+
+    def _no_value(self, *_):
+        raise TraceError("a traced array has no value at trace time (int()/float()/index use); "
+                         "pass such numbers as static (non-array) arguments", user_loc())
+
+    __float__ = __int__ = __index__ = __complex__ = _no_value
+
+    def __array__(self, *_, **__):
+        raise TraceError("a traced array cannot be converted to a NumPy array (np.asarray, or a "
+                         "numpy function numbamr does not support)", user_loc())
+
+    def __setitem__(self, key, value):
+        raise TraceError("in-place assignment (x[...] = v) inside a numbamr function is not "
+                         "supported: arrays are immutable while tracing; build a new array with "
+                         "np.where", user_loc())
+
+    def _inplace(self, *_):
+        raise TraceError("in-place operators (+=, *=, ...) on arrays inside a numbamr function are "
+                         "not supported (they would mutate an input); write x = x + y instead",
+                         user_loc())
+
+    __iadd__ = __isub__ = __imul__ = __itruediv__ = __ifloordiv__ = __imod__ = __ipow__ = _inplace
+    __iand__ = __ior__ = __ixor__ = __imatmul__ = _inplace
+    __hash__ = object.__hash__
+
+    # ---- operators ---------------------------------------------------------------------
+    def __add__(self, o): return add(self, o)
+    def __radd__(self, o): return add(o, self)
+    def __sub__(self, o): return subtract(self, o)
+    def __rsub__(self, o): return subtract(o, self)
+    def __mul__(self, o): return multiply(self, o)
+    def __rmul__(self, o): return multiply(o, self)
+    def __truediv__(self, o): return true_divide(self, o)
+    def __rtruediv__(self, o): return true_divide(o, self)
+    def __floordiv__(self, o): return floor_divide(self, o)
+    def __rfloordiv__(self, o): return floor_divide(o, self)
+    def __mod__(self, o): return remainder(self, o)
+    def __rmod__(self, o): return remainder(o, self)
+    def __pow__(self, o): return power(self, o)
+    def __rpow__(self, o): return power(o, self)
+    def __neg__(self): return negative(self)
+    def __pos__(self): return self
+    def __abs__(self): return absolute(self)
+    def __invert__(self): return invert(self)
+    def __and__(self, o): return bitwise_and(self, o)
+    def __rand__(self, o): return bitwise_and(o, self)
+    def __or__(self, o): return bitwise_or(self, o)
+    def __ror__(self, o): return bitwise_or(o, self)
+    def __xor__(self, o): return bitwise_xor(self, o)
+    def __rxor__(self, o): return bitwise_xor(o, self)
+    def __lt__(self, o): return less(self, o)
+    def __le__(self, o): return less_equal(self, o)
+    def __gt__(self, o): return greater(self, o)
+    def __ge__(self, o): return greater_equal(self, o)
+    def __eq__(self, o): return equal(self, o)
+    def __ne__(self, o): return not_equal(self, o)
+
+    def __matmul__(self, o):
+        raise TraceError("matmul (@) is not a reduction kernel; write it as a broadcast multiply "
+                         "and a sum, e.g. (v[:, None] * m).sum(0)", user_loc())
+
+    __rmatmul__ = __matmul__
+
+    # ---- methods -----------------------------------------------------------------------
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
+        _no_out(out, "sum")
+        return sum_(self, axis, dtype, keepdims=keepdims)
+
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
+        _no_out(out, "prod")
+        return prod(self, axis, dtype, keepdims=keepdims)
+
+    def max(self, axis=None, out=None, keepdims=False):
+        _no_out(out, "max")
+        return amax(self, axis, keepdims=keepdims)
+
+    def min(self, axis=None, out=None, keepdims=False):
+        _no_out(out, "min")
+        return amin(self, axis, keepdims=keepdims)
+
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
+        _no_out(out, "mean")
+        return mean(self, axis, dtype, keepdims=keepdims)
+
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        _no_out(out, "var")
+        return var(self, axis, dtype, ddof=ddof, keepdims=keepdims)
+
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
+        _no_out(out, "std")
+        return std(self, axis, dtype, ddof=ddof, keepdims=keepdims)
+
+    def argmax(self, axis=None, out=None, keepdims=False):
+        _no_out(out, "argmax")
+        return argmax(self, axis, keepdims=keepdims)
+
+    def argmin(self, axis=None, out=None, keepdims=False):
+        _no_out(out, "argmin")
+        return argmin(self, axis, keepdims=keepdims)
+
+    def any(self, axis=None, out=None, keepdims=False):
+        _no_out(out, "any")
+        return any_(self, axis, keepdims=keepdims)
+
+    def all(self, axis=None, out=None, keepdims=False):
+        _no_out(out, "all")
+        return all_(self, axis, keepdims=keepdims)
+
+    def astype(self, dtype, copy=True):
+        return astype(self, dtype)
+
+    def reshape(self, *shape, order="C"):
+        if order != "C":
+            raise TraceError(f"reshape(order={order!r}) is not supported; only order='C'",
+                             user_loc())
+        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+            shape = tuple(shape[0])
+        return reshape(self, shape)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+            axes = axes[0]
+        return transpose(self, axes if axes else None)
+
+    def swapaxes(self, a, b):
+        return swapaxes(self, a, b)
+
+    def flatten(self):
+        return reshape(self, (-1,))
+
+    ravel = flatten
+
+    def squeeze(self, axis=None):
+        return squeeze(self, axis)
+
+    def clip(self, a_min=None, a_max=None):
+        return clip(self, a_min, a_max)
+
+    def __getitem__(self, key):
+        return getitem(self, key)
+
+    # ---- numpy protocols ---------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method != "__call__":
+            raise TraceError(f"np.{ufunc.__name__}.{method} is not supported; use the "
+                             f"array methods (.sum(), .max(), ...)", user_loc())
+        fn = UFUNCS.get(ufunc)
+        if fn is None:
+            raise TraceError(f"the numpy ufunc np.{ufunc.__name__} is not supported by numbamr",
+                             user_loc())
+        out = kwargs.pop("out", None)
+        if out is not None:
+            raise TraceError(f"np.{ufunc.__name__}(..., out=...) inside a numbamr function is not "
+                             "supported: return the result instead", user_loc())
+        dtype = kwargs.pop("dtype", None)
+        kwargs.pop("casting", None)
+        if kwargs:
+            raise TraceError(f"np.{ufunc.__name__}: arguments {sorted(kwargs)} are not supported",
+                             user_loc())
+        result = fn(*inputs)
+        return astype(result, dtype) if dtype is not None else result
+
+    def __array_function__(self, func, types, args, kwargs):
+        fn = FUNCTIONS.get(func)
+        if fn is None:
+            raise TraceError(f"the numpy function np.{func.__name__} is not supported by numbamr",
+                             user_loc())
+        return fn(*args, **kwargs)
+
+
+def _no_out(out, name):
+    if out is not None:
+        raise TraceError(f"{name}(out=...) inside a numbamr function is not supported: return "
+                         "the result instead", user_loc())
+
+
+# ======================================================================================
+# turning operands into nodes
+# ======================================================================================
+
+def _graph_of(values):
+    for v in values:
+        if isinstance(v, Tracer):
+            return v.graph
+    return None
+
+
+def _operand(value, graph, what="operand"):
+    """A Tracer's node, or ('weak', python scalar), or a CONST node for numpy scalars."""
+    if isinstance(value, Tracer):
+        if value.graph is not graph:
+            raise TraceError("a traced array from another call was used (arrays leaked out of a "
+                             "numbamr function through globals?)", user_loc())
+        return value.node
+    if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
+        return ("weak", value)
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        dt = dtypes.check(value.dtype, what)
+        return _const(graph, value.item(), dt, ())
+    if isinstance(value, np.ndarray):
+        raise TraceError(f"a NumPy array constant of shape {value.shape} is used inside a numbamr "
+                         "function; pass it as an argument instead", user_loc())
+    if isinstance(value, complex):
+        raise DTypeError("complex numbers are not supported by numbamr", user_loc())
+    raise TraceError(f"{what} of type {type(value).__name__} is not an array or a number",
+                     user_loc())
+
+
+def _const(graph, value, dtype, shape):
+    dt = np.dtype(dtype)
+    return graph.node(Op.CONST, dt, shape, (), dt.type(value).item(), user_loc())
+
+
+def _dtype_of(operand):
+    return operand[1] if isinstance(operand, tuple) else operand.dtype
+
+
+def _result_type(operands):
+    try:
+        return dtypes.result_type(*[_dtype_of(o) for o in operands])
+    except (TypeError, OverflowError) as e:
+        raise DTypeError(f"no common dtype for these operands: {e}", user_loc()) from None
+
+
+def broadcast_shapes(*shapes):
+    ndim = max((len(s) for s in shapes), default=0)
+    out = []
+    for i in range(ndim):
+        sizes = {s[len(s) - ndim + i] for s in shapes if len(s) - ndim + i >= 0}
+        sizes.discard(1)
+        if len(sizes) > 1:
+            raise ShapeError("shapes " + ", ".join(str(tuple(s)) for s in shapes) +
+                             " do not broadcast together", user_loc())
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _to(graph, operand, dtype, shape):
+    """Node of ``operand`` cast to ``dtype`` and broadcast to ``shape``."""
+    if isinstance(operand, tuple):          # weak python scalar
+        return _const(graph, operand[1], dtype, shape)
+    n = cast_node(graph, operand, dtype)
+    return expand_node(graph, n, shape)
+
+
+def cast_node(graph, n, dtype):
+    dtype = np.dtype(dtype)
+    if n.dtype == dtype:
+        return n
+    if n.op is Op.CONST:
+        return _const(graph, _cast_value(n.arg, dtype), dtype, n.shape)
+    return graph.node(Op.CAST, dtype, n.shape, (n,), dtype, user_loc())
+
+
+def _cast_value(value, dtype):
+    with np.errstate(all="ignore"):
+        return np.array(value).astype(dtype).item()
+
+
+def expand_node(graph, n, shape):
+    shape = tuple(shape)
+    if n.shape == shape:
+        return n
+    if len(n.shape) < len(shape):
+        n = reshape_node(graph, n, (1,) * (len(shape) - len(n.shape)) + n.shape)
+    if n.shape == shape:
+        return n
+    if n.op is Op.CONST:
+        return graph.node(Op.CONST, n.dtype, shape, (), n.arg, n.loc)
+    return graph.node(Op.EXPAND, n.dtype, shape, (n,), shape, user_loc())
+
+
+def reshape_node(graph, n, shape):
+    shape = tuple(shape)
+    if n.shape == shape:
+        return n
+    if n.op is Op.CONST:
+        return graph.node(Op.CONST, n.dtype, shape, (), n.arg, n.loc)
+    if n.op is Op.RESHAPE:
+        n = n.srcs[0]
+        if n.shape == shape:
+            return n
+    return graph.node(Op.RESHAPE, n.dtype, shape, (n,), shape, user_loc())
+
+
+def permute_node(graph, n, perm):
+    perm = tuple(perm)
+    if perm == tuple(range(len(perm))):
+        return n
+    shape = tuple(n.shape[p] for p in perm)
+    if n.op is Op.CONST:
+        return graph.node(Op.CONST, n.dtype, shape, (), n.arg, n.loc)
+    return graph.node(Op.PERMUTE, n.dtype, shape, (n,), perm, user_loc())
+
+
+def _wrap(graph, node):
+    return Tracer(graph, node)
+
+
+# ======================================================================================
+# elementwise
+# ======================================================================================
+
+def _elementwise(op, values, dtype_rule, name):
+    graph = _graph_of(values)
+    if graph is None:                        # no traced operand: plain numpy
+        return getattr(np, name)(*values)
+    operands = [_operand(v, graph) for v in values]
+    for o in operands:
+        if not isinstance(o, tuple):
+            dtypes.check(o.dtype, f"the operand of {name}")
+    common = _result_type(operands)
+    in_dtype, out_dtype = dtype_rule(common, operands)
+    shape = broadcast_shapes(*[o.shape for o in operands if not isinstance(o, tuple)])
+    srcs = [_to(graph, o, in_dtype, shape) for o in operands]
+    if op is None:                           # identity (e.g. positive)
+        return _wrap(graph, srcs[0])
+    if all(s.op is Op.CONST for s in srcs) and op not in (Op.CAST,):
+        folded = _fold(op, [s.arg for s in srcs], in_dtype, out_dtype)
+        if folded is not None:
+            return _wrap(graph, _const(graph, folded, out_dtype, shape))
+    return _wrap(graph, graph.node(op, out_dtype, shape, srcs, None, user_loc()))
+
+
+def _fold(op, args, in_dtype, out_dtype):
+    """Constant folding through numpy (same rules as the kernel would apply)."""
+    fn = _NUMPY_OF.get(op)
+    if fn is None:
+        return None
+    with np.errstate(all="ignore"):
+        vals = [np.array(a, dtype=in_dtype) for a in args]
+        return np.asarray(fn(*vals)).astype(out_dtype).item()
+
+
+def _same(common, operands):
+    return common, common
+
+
+def _float_rule(common, operands):
+    f = dtypes.float_of(common)
+    return f, f
+
+
+def _true_div_rule(common, operands):
+    f = common if common.kind == "f" else dtypes.FLOAT64
+    return f, f
+
+
+def _compare_rule(common, operands):
+    return common, dtypes.BOOL
+
+
+def _bool_rule(common, operands):
+    return dtypes.BOOL, dtypes.BOOL
+
+
+def _int_or_bool_rule(common, operands):
+    if common.kind not in "biu":
+        raise DTypeError(f"bitwise/logical operators need bool or integer operands, got {common}",
+                         user_loc())
+    return common, common
+
+
+def _numeric_rule(name):
+    def rule(common, operands):
+        if common.kind == "b":
+            raise DTypeError(f"np.{name} is not supported for bool arrays (numpy refuses it too)",
+                             user_loc())
+        return common, common
+    return rule
+
+
+def _make_binary(op, rule, name):
+    def fn(a, b):
+        return _elementwise(op, (a, b), rule, name)
+    fn.__name__ = name
+    return fn
+
+
+def _make_unary(op, rule, name):
+    def fn(x):
+        return _elementwise(op, (x,), rule, name)
+    fn.__name__ = name
+    return fn
+
+
+def _add_rule(common, operands):
+    return common, common
+
+
+def add(a, b):
+    if _result_type_of(a, b) == dtypes.BOOL:
+        return _elementwise(Op.OR, (a, b), _bool_rule, "add")
+    return _elementwise(Op.ADD, (a, b), _same, "add")
+
+
+def multiply(a, b):
+    if _result_type_of(a, b) == dtypes.BOOL:
+        return _elementwise(Op.AND, (a, b), _bool_rule, "multiply")
+    return _elementwise(Op.MUL, (a, b), _same, "multiply")
+
+
+def _result_type_of(*values):
+    graph = _graph_of(values)
+    if graph is None:
+        return None
+    return _result_type([_operand(v, graph) for v in values])
+
+
+subtract = _make_binary(Op.SUB, _numeric_rule("subtract"), "subtract")
+true_divide = _make_binary(Op.DIV, _true_div_rule, "true_divide")
+floor_divide = _make_binary(Op.FLOORDIV, _numeric_rule("floor_divide"), "floor_divide")
+remainder = _make_binary(Op.MOD, _numeric_rule("remainder"), "remainder")
+maximum = _make_binary(Op.MAX, _same, "maximum")
+minimum = _make_binary(Op.MIN, _same, "minimum")
+less = _make_binary(Op.LT, _compare_rule, "less")
+less_equal = _make_binary(Op.LE, _compare_rule, "less_equal")
+greater = _make_binary(Op.GT, _compare_rule, "greater")
+greater_equal = _make_binary(Op.GE, _compare_rule, "greater_equal")
+equal = _make_binary(Op.EQ, _compare_rule, "equal")
+not_equal = _make_binary(Op.NE, _compare_rule, "not_equal")
+bitwise_and = _make_binary(Op.AND, _int_or_bool_rule, "bitwise_and")
+bitwise_or = _make_binary(Op.OR, _int_or_bool_rule, "bitwise_or")
+bitwise_xor = _make_binary(Op.XOR, _int_or_bool_rule, "bitwise_xor")
+logical_and = _make_binary(Op.AND, _bool_rule, "logical_and")
+logical_or = _make_binary(Op.OR, _bool_rule, "logical_or")
+logical_xor = _make_binary(Op.XOR, _bool_rule, "logical_xor")
+logical_not = _make_unary(Op.NOT, _bool_rule, "logical_not")
+invert = _make_unary(Op.NOT, _int_or_bool_rule, "invert")
+negative = _make_unary(Op.NEG, _numeric_rule("negative"), "negative")
+absolute = _make_unary(Op.ABS, _same, "absolute")
+exp = _make_unary(Op.EXP, _float_rule, "exp")
+exp2 = _make_unary(Op.EXP2, _float_rule, "exp2")
+log = _make_unary(Op.LOG, _float_rule, "log")
+log2 = _make_unary(Op.LOG2, _float_rule, "log2")
+sqrt = _make_unary(Op.SQRT, _float_rule, "sqrt")
+rsqrt = _make_unary(Op.RSQRT, _float_rule, "rsqrt")
+sin = _make_unary(Op.SIN, _float_rule, "sin")
+cos = _make_unary(Op.COS, _float_rule, "cos")
+tanh = _make_unary(Op.TANH, _float_rule, "tanh")
+sigmoid = _make_unary(Op.SIGMOID, _float_rule, "sigmoid")
+erf = _make_unary(Op.ERF, _float_rule, "erf")
+reciprocal = _make_unary(Op.RECIP, _same, "reciprocal")
+floor = _make_unary(Op.FLOOR, _same, "floor")
+ceil = _make_unary(Op.CEIL, _same, "ceil")
+
+
+def _isnan_rule(common, operands):
+    return common, dtypes.BOOL
+
+
+_isnan = _make_unary(Op.ISNAN, _isnan_rule, "isnan")
+
+
+def isnan(x):
+    if _graph_of([x]) is not None and _result_type_of(x).kind != "f":
+        return _wrap(x.graph, _const(x.graph, False, dtypes.BOOL, x.shape))
+    return _isnan(x)
+
+
+def power(a, b):
+    graph = _graph_of((a, b))
+    if graph is not None and isinstance(b, (int, float)) and not isinstance(b, bool):
+        if b == 2:
+            return multiply(a, a)
+        if b == 1:
+            return positive(a)
+        if b == 0.5 and _result_type_of(a, b).kind == "f":
+            return sqrt(a)
+    return _elementwise(Op.POW, (a, b), _numeric_rule("power"), "power")
+
+
+def positive(x):
+    return _elementwise(None, (x,), _same, "positive")
+
+
+def square(x):
+    return multiply(x, x)
+
+
+def log10(x):
+    return multiply(log(x), 1.0 / np.log(10.0))
+
+
+def log1p(x):
+    return log(add(x, 1.0))
+
+
+def expm1(x):
+    return subtract(exp(x), 1.0)
+
+
+def isinf(x):
+    return equal(absolute(x), np.inf)
+
+
+def isfinite(x):
+    return logical_not(logical_or(isnan(x), isinf(x)))
+
+
+def sign(x):
+    return subtract(astype(greater(x, 0), _dt(x)), astype(less(x, 0), _dt(x)))
+
+
+def _dt(x):
+    return x.dtype if isinstance(x, Tracer) else np.asarray(x).dtype
+
+
+def logaddexp(a, b):
+    m = maximum(a, b)
+    return add(m, log1p(exp(negative(absolute(subtract(a, b))))))
+
+
+def where(cond, a=None, b=None):
+    if a is None or b is None:
+        raise TraceError("np.where(cond) with one argument (indices) is not supported; "
+                         "use np.where(cond, a, b)", user_loc())
+    graph = _graph_of((cond, a, b))
+    if graph is None:
+        return np.where(cond, a, b)
+    c, x, y = (_operand(v, graph) for v in (cond, a, b))
+    dt = _result_type([x, y])
+    shape = broadcast_shapes(*[o.shape for o in (c, x, y) if not isinstance(o, tuple)])
+    c = _to(graph, c, dtypes.BOOL, shape)
+    x, y = _to(graph, x, dt, shape), _to(graph, y, dt, shape)
+    if c.op is Op.CONST:
+        return _wrap(graph, x if c.arg else y)
+    return _wrap(graph, graph.node(Op.WHERE, dt, shape, (c, x, y), None, user_loc()))
+
+
+def clip(x, a_min=None, a_max=None):
+    if a_min is not None:
+        x = maximum(x, a_min)
+    if a_max is not None:
+        x = minimum(x, a_max)
+    return x
+
+
+def astype(x, dtype):
+    if not isinstance(x, Tracer):
+        return np.asarray(x).astype(dtype)
+    dt = dtypes.check(dtype, "astype's target dtype")
+    return _wrap(x.graph, cast_node(x.graph, x.node, dt))
+
+
+# ======================================================================================
+# movement
+# ======================================================================================
+
+def _traced(x, name):
+    if not isinstance(x, Tracer):
+        raise TraceError(f"{name} expects a traced array here, got {type(x).__name__}", user_loc())
+    return x
+
+
+def reshape(x, shape):
+    x = _traced(x, "reshape")
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    shape = [int(s) for s in shape]
+    if shape.count(-1) > 1:
+        raise ShapeError("reshape: only one dimension can be -1", user_loc())
+    known = int(np.prod([s for s in shape if s != -1], dtype=np.int64))
+    if -1 in shape:
+        if known == 0 or x.size % known:
+            raise ShapeError(f"cannot reshape an array of size {x.size} into shape "
+                             f"{tuple(shape)}", user_loc())
+        shape[shape.index(-1)] = x.size // known
+    if any(s < 0 for s in shape) or int(np.prod(shape, dtype=np.int64)) != x.size:
+        raise ShapeError(f"cannot reshape an array of shape {x.shape} (size {x.size}) into shape "
+                         f"{tuple(shape)}", user_loc())
+    return _wrap(x.graph, reshape_node(x.graph, x.node, shape))
+
+
+def normalize_axis(axis, ndim, what="axis"):
+    if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+        raise ShapeError(f"{what} must be an integer, got {axis!r}", user_loc())
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"{what} {axis} is out of bounds for an array of dimension {ndim}",
+                         user_loc())
+    return int(axis) % ndim
+
+
+def transpose(x, axes=None):
+    x = _traced(x, "transpose")
+    if axes is None:
+        axes = tuple(reversed(range(x.ndim)))
+    axes = tuple(normalize_axis(a, x.ndim) for a in axes)
+    if sorted(axes) != list(range(x.ndim)):
+        raise ShapeError(f"transpose axes {axes} are not a permutation of the {x.ndim} axes",
+                         user_loc())
+    return _wrap(x.graph, permute_node(x.graph, x.node, axes))
+
+
+def swapaxes(x, a, b):
+    x = _traced(x, "swapaxes")
+    a, b = normalize_axis(a, x.ndim), normalize_axis(b, x.ndim)
+    perm = list(range(x.ndim))
+    perm[a], perm[b] = perm[b], perm[a]
+    return transpose(x, perm)
+
+
+def moveaxis(x, source, destination):
+    x = _traced(x, "moveaxis")
+    s, d = normalize_axis(source, x.ndim), normalize_axis(destination, x.ndim)
+    perm = [i for i in range(x.ndim) if i != s]
+    perm.insert(d, s)
+    return transpose(x, perm)
+
+
+def expand_dims(x, axis):
+    x = _traced(x, "expand_dims")
+    axes = (axis,) if isinstance(axis, numbers.Integral) else tuple(axis)
+    ndim = x.ndim + len(axes)
+    axes = sorted(normalize_axis(a, ndim) for a in axes)
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return reshape(x, shape)
+
+
+def squeeze(x, axis=None):
+    x = _traced(x, "squeeze")
+    if axis is None:
+        axes = [i for i, s in enumerate(x.shape) if s == 1]
+    else:
+        axes = [normalize_axis(a, x.ndim) for a in
+                ((axis,) if isinstance(axis, numbers.Integral) else axis)]
+        for a in axes:
+            if x.shape[a] != 1:
+                raise ShapeError(f"cannot squeeze axis {a} of size {x.shape[a]}", user_loc())
+    return reshape(x, [s for i, s in enumerate(x.shape) if i not in axes])
+
+
+def broadcast_to(x, shape):
+    x = _traced(x, "broadcast_to")
+    shape = (shape,) if isinstance(shape, numbers.Integral) else tuple(shape)
+    if broadcast_shapes(x.shape, shape) != shape:
+        raise ShapeError(f"cannot broadcast shape {x.shape} to {shape}", user_loc())
+    return _wrap(x.graph, expand_node(x.graph, x.node, shape))
+
+
+def getitem(x, key):
+    """Basic indexing: integers, slices, None and Ellipsis (views only)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    for k in key:
+        if isinstance(k, (Tracer, np.ndarray, list)) or isinstance(k, bool):
+            raise TraceError("advanced indexing (arrays, lists or booleans as indices) is not "
+                             "supported; only integers, slices, None and ...", user_loc())
+        if not (k is None or k is Ellipsis or isinstance(k, (slice, numbers.Integral))):
+            raise TraceError(f"index {k!r} is not supported", user_loc())
+    if sum(k is Ellipsis for k in key) > 1:
+        raise ShapeError("an index can only have a single ellipsis ('...')", user_loc())
+    n_real = sum(k is not None and k is not Ellipsis for k in key)
+    if n_real > x.ndim:
+        raise ShapeError(f"too many indices: array is {x.ndim}-dimensional, but {n_real} were "
+                         "indexed", user_loc())
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (x.ndim - n_real) + key[i + 1:]
+    else:
+        key = key + (slice(None),) * (x.ndim - n_real)
+    starts, steps, sizes, out_shape = [], [], [], []
+    dim = 0
+    for k in key:
+        if k is None:
+            out_shape.append(1)
+            continue
+        n = x.shape[dim]
+        if isinstance(k, slice):
+            start, stop, step = k.indices(n)
+            count = len(range(start, stop, step))
+            starts.append(start if count else 0)
+            steps.append(step)
+            sizes.append(count)
+            out_shape.append(count)
+        else:
+            i = int(k)
+            if not -n <= i < n:
+                raise ShapeError(f"index {i} is out of bounds for axis {dim} with size {n}",
+                                 user_loc())
+            starts.append(i % n)
+            steps.append(1)
+            sizes.append(1)
+        dim += 1
+    node = x.node
+    if any(st != 0 for st in starts) or any(sp != 1 for sp in steps) or tuple(sizes) != x.shape:
+        if node.op is Op.CONST:
+            node = x.graph.node(Op.CONST, node.dtype, tuple(sizes), (), node.arg, node.loc)
+        else:
+            node = x.graph.node(Op.SHRINK, node.dtype, tuple(sizes), (node,),
+                                (tuple(starts), tuple(steps)), user_loc())
+    return _wrap(x.graph, reshape_node(x.graph, node, out_shape))
+
+
+# ======================================================================================
+# reductions
+# ======================================================================================
+
+def normalize_axes(axis, ndim):
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if not isinstance(axis, (tuple, list)) else tuple(axis)
+    out = tuple(normalize_axis(a, ndim) for a in axes)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"duplicate value in axis {axis!r}", user_loc())
+    return tuple(sorted(out))
+
+
+def _finish(graph, node, axes, keepdims):
+    if keepdims:
+        return _wrap(graph, node)
+    shape = [s for i, s in enumerate(node.shape) if i not in axes]
+    return _wrap(graph, reshape_node(graph, node, shape))
+
+
+def _reduce_node(graph, node, kind, axes):
+    """REDUCE over ``axes`` (keepdims shape); reducing nothing or size-1 axes is a no-op."""
+    axes = tuple(a for a in axes if node.shape[a] != 1)
+    if not axes:
+        return node
+    shape = tuple(1 if i in axes else s for i, s in enumerate(node.shape))
+    if node.op is Op.CONST and kind in (ReduceKind.MAX, ReduceKind.MIN):
+        return graph.node(Op.CONST, node.dtype, shape, (), node.arg, node.loc)
+    return graph.node(Op.REDUCE, node.dtype, shape, (node,), (kind, axes), user_loc())
+
+
+def _prepare(x, name):
+    x = _traced(x, name)
+    dtypes.check(x.dtype, f"the input of {name}")
+    return x
+
+
+def _empty_check(x, axes, name):
+    if any(x.shape[a] == 0 for a in axes):
+        raise ShapeError(f"zero-size array to reduction operation {name} which has no identity",
+                         user_loc())
+
+
+def sum_(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    _no_out(out, "sum")
+    _no_kw(kw, "sum")
+    x = _prepare(x, "sum")
+    axes = normalize_axes(axis, x.ndim)
+    res_dt = np.dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
+    acc_dt = dtypes.compute_dtype(res_dt)
+    g = x.graph
+    n = _reduce_node(g, cast_node(g, x.node, acc_dt), ReduceKind.SUM, axes)
+    return _finish(g, cast_node(g, n, res_dt), axes, keepdims)
+
+
+def prod(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    _no_out(out, "prod")
+    _no_kw(kw, "prod")
+    x = _prepare(x, "prod")
+    axes = normalize_axes(axis, x.ndim)
+    res_dt = np.dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
+    acc_dt = dtypes.compute_dtype(res_dt)
+    g = x.graph
+    n = _reduce_node(g, cast_node(g, x.node, acc_dt), ReduceKind.PROD, axes)
+    return _finish(g, cast_node(g, n, res_dt), axes, keepdims)
+
+
+def _minmax(x, axis, keepdims, kind, name):
+    x = _prepare(x, name)
+    axes = normalize_axes(axis, x.ndim)
+    _empty_check(x, axes, name)
+    g = x.graph
+    acc_dt = dtypes.compute_dtype(x.dtype)
+    n = _reduce_node(g, cast_node(g, x.node, acc_dt), kind, axes)
+    return _finish(g, cast_node(g, n, x.dtype), axes, keepdims)
+
+
+def amax(x, axis=None, out=None, keepdims=False, **kw):
+    _no_out(out, "max")
+    _no_kw(kw, "max")
+    return _minmax(x, axis, keepdims, ReduceKind.MAX, "maximum")
+
+
+def amin(x, axis=None, out=None, keepdims=False, **kw):
+    _no_out(out, "min")
+    _no_kw(kw, "min")
+    return _minmax(x, axis, keepdims, ReduceKind.MIN, "minimum")
+
+
+def any_(x, axis=None, out=None, keepdims=False, **kw):
+    _no_out(out, "any")
+    _no_kw(kw, "any")
+    x = _prepare(x, "any")
+    axes = normalize_axes(axis, x.ndim)
+    g = x.graph
+    b = cast_node(g, x.node, dtypes.BOOL)
+    if any(x.shape[a] == 0 for a in axes):
+        return _finish(g, _const(g, False, dtypes.BOOL, _kept_shape(x.shape, axes)), axes,
+                       keepdims)
+    return _finish(g, _reduce_node(g, b, ReduceKind.MAX, axes), axes, keepdims)
+
+
+def all_(x, axis=None, out=None, keepdims=False, **kw):
+    _no_out(out, "all")
+    _no_kw(kw, "all")
+    x = _prepare(x, "all")
+    axes = normalize_axes(axis, x.ndim)
+    g = x.graph
+    b = cast_node(g, x.node, dtypes.BOOL)
+    if any(x.shape[a] == 0 for a in axes):
+        return _finish(g, _const(g, True, dtypes.BOOL, _kept_shape(x.shape, axes)), axes,
+                       keepdims)
+    return _finish(g, _reduce_node(g, b, ReduceKind.MIN, axes), axes, keepdims)
+
+
+def _kept_shape(shape, axes):
+    return tuple(1 if i in axes else s for i, s in enumerate(shape))
+
+
+def _count(x, axes):
+    return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
+
+
+def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    _no_out(out, "mean")
+    _no_kw(kw, "mean")
+    x = _prepare(x, "mean")
+    axes = normalize_axes(axis, x.ndim)
+    res_dt = np.dtype(dtype) if dtype is not None else \
+        (x.dtype if x.dtype.kind == "f" else dtypes.FLOAT64)
+    acc_dt = dtypes.compute_dtype(res_dt)
+    s = sum_(astype(x, acc_dt), axes, keepdims=True)
+    m = true_divide(s, _count(x, axes))
+    return _finish(x.graph, cast_node(x.graph, astype(m, res_dt).node, res_dt), axes, keepdims)
+
+
+def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    _no_out(out, "var")
+    _no_kw(kw, "var")
+    x = _prepare(x, "var")
+    axes = normalize_axes(axis, x.ndim)
+    res_dt = np.dtype(dtype) if dtype is not None else \
+        (x.dtype if x.dtype.kind == "f" else dtypes.FLOAT64)
+    acc_dt = dtypes.compute_dtype(res_dt)
+    xf = astype(x, acc_dt)
+    d = subtract(xf, mean(xf, axes, keepdims=True))
+    n = _count(x, axes) - ddof
+    v = true_divide(sum_(multiply(d, d), axes, keepdims=True), max(n, 0))
+    return _finish(x.graph, astype(v, res_dt).node, axes, keepdims)
+
+
+def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+    _no_out(out, "std")
+    _no_kw(kw, "std")
+    v = var(x, axis, dtype, ddof=ddof, keepdims=True)
+    acc = sqrt(astype(v, dtypes.compute_dtype(v.dtype)))
+    axes = normalize_axes(axis, x.ndim)
+    return _finish(x.graph, astype(acc, v.dtype).node, axes, keepdims)
+
+
+def logsumexp(x, axis=None, keepdims=False):
+    """log(sum(exp(x))) computed stably: the row max is subtracted first (as scipy does)."""
+    x = _prepare(x, "logsumexp")
+    axes = normalize_axes(axis, x.ndim)
+    _empty_check(x, axes, "logsumexp")
+    dt = dtypes.float_of(x.dtype)
+    acc = dtypes.compute_dtype(dt)
+    xf = astype(x, acc)
+    m = amax(xf, axes, keepdims=True)
+    m = where(isfinite(m), m, 0.0)
+    r = add(log(sum_(exp(subtract(xf, m)), axes, keepdims=True)), m)
+    return _finish(x.graph, astype(r, dt).node, axes, keepdims)
+
+
+def _arg_reduce(x, axis, keepdims, kind, name):
+    x = _prepare(x, name)
+    g = x.graph
+    if axis is None:
+        if x.size == 0:
+            raise ShapeError(f"attempt to get {name} of an empty sequence", user_loc())
+        flat = reshape(x, (-1,))
+        n = _arg_node(g, flat.node, kind, 0)
+        if keepdims:
+            return _wrap(g, reshape_node(g, n, (1,) * x.ndim))
+        return _wrap(g, reshape_node(g, n, ()))
+    a = normalize_axis(axis, x.ndim)
+    if x.shape[a] == 0:
+        raise ShapeError(f"attempt to get {name} of an empty sequence", user_loc())
+    n = _arg_node(g, x.node, kind, a)
+    return _finish(g, n, (a,), keepdims)
+
+
+def _arg_node(g, node, kind, axis):
+    node = cast_node(g, node, dtypes.compute_dtype(node.dtype))
+    shape = _kept_shape(node.shape, (axis,))
+    if node.shape[axis] == 1:
+        return _const(g, 0, dtypes.INT64, shape)
+    return g.node(Op.REDUCE, dtypes.INT64, shape, (node,), (kind, (axis,)), user_loc())
+
+
+def argmax(x, axis=None, out=None, keepdims=False):
+    _no_out(out, "argmax")
+    return _arg_reduce(x, axis, keepdims, ReduceKind.ARGMAX, "argmax")
+
+
+def argmin(x, axis=None, out=None, keepdims=False):
+    _no_out(out, "argmin")
+    return _arg_reduce(x, axis, keepdims, ReduceKind.ARGMIN, "argmin")
+
+
+def _no_kw(kw, name):
+    if kw:
+        raise TraceError(f"{name}: arguments {sorted(kw)} are not supported", user_loc())
+
+
+def softmax(x, axis=-1):
+    m = amax(x, axis, keepdims=True)
+    e = exp(subtract(x, m))
+    return true_divide(e, sum_(e, axis, keepdims=True))
+
+
+# ======================================================================================
+# tables: numpy ufuncs and functions handled while tracing
+# ======================================================================================
+
+UFUNCS = {
+    np.add: add, np.subtract: subtract, np.multiply: multiply, np.true_divide: true_divide,
+    np.floor_divide: floor_divide, np.remainder: remainder, np.power: power,
+    np.negative: negative, np.positive: positive, np.absolute: absolute, np.maximum: maximum,
+    np.minimum: minimum, np.exp: exp, np.exp2: exp2, np.log: log, np.log2: log2,
+    np.log10: log10, np.log1p: log1p, np.expm1: expm1, np.sqrt: sqrt, np.square: square,
+    np.reciprocal: reciprocal, np.sin: sin, np.cos: cos, np.tanh: tanh, np.floor: floor,
+    np.ceil: ceil, np.sign: sign, np.isnan: isnan, np.isinf: isinf, np.isfinite: isfinite,
+    np.less: less, np.less_equal: less_equal, np.greater: greater,
+    np.greater_equal: greater_equal, np.equal: equal, np.not_equal: not_equal,
+    np.logical_and: logical_and, np.logical_or: logical_or, np.logical_xor: logical_xor,
+    np.logical_not: logical_not, np.bitwise_and: bitwise_and, np.bitwise_or: bitwise_or,
+    np.bitwise_xor: bitwise_xor, np.invert: invert, np.logaddexp: logaddexp,
+}
+
+FUNCTIONS = {
+    np.sum: sum_, np.prod: prod, np.max: amax, np.amax: amax, np.min: amin, np.amin: amin,
+    np.mean: mean, np.var: var, np.std: std, np.argmax: argmax, np.argmin: argmin,
+    np.any: any_, np.all: all_, np.where: where, np.clip: clip, np.reshape: reshape,
+    np.transpose: transpose, np.swapaxes: swapaxes, np.moveaxis: moveaxis,
+    np.expand_dims: expand_dims, np.squeeze: squeeze, np.broadcast_to: broadcast_to,
+    np.ravel: lambda x, order="C": reshape(x, (-1,)),
+    np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim, np.size: lambda x: x.size,
+}
+
+# numpy implementations used for constant folding (same semantics as the kernels)
+_NUMPY_OF = {
+    Op.ADD: np.add, Op.SUB: np.subtract, Op.MUL: np.multiply, Op.DIV: np.true_divide,
+    Op.FLOORDIV: np.floor_divide, Op.MOD: np.remainder, Op.POW: np.power, Op.MAX: np.maximum,
+    Op.MIN: np.minimum, Op.LT: np.less, Op.LE: np.less_equal, Op.GT: np.greater,
+    Op.GE: np.greater_equal, Op.EQ: np.equal, Op.NE: np.not_equal, Op.NEG: np.negative,
+    Op.ABS: np.absolute, Op.EXP: np.exp, Op.LOG: np.log, Op.SQRT: np.sqrt, Op.SIN: np.sin,
+    Op.COS: np.cos, Op.TANH: np.tanh, Op.FLOOR: np.floor, Op.CEIL: np.ceil,
+}
+
+
+# ======================================================================================
+# running a function under trace
+# ======================================================================================
+
+def trace(call, specs):
+    """Trace ``call(values)`` with one Tracer per array spec in ``values``.
+
+    ``specs`` is a list of (kind, value) where kind is 'array' (value = (shape, dtype)) or
+    'static' (value passed through). Returns (graph, output nodes, output structure).
+    """
+    graph = Graph()
+    args = []
+    for pos, (kind, value) in enumerate(specs):
+        if kind == "array":
+            shape, dt = value
+            node = graph.node(Op.INPUT, dt, shape, (), pos, None)
+            graph.inputs[pos] = node
+            args.append(Tracer(graph, node))
+        else:
+            args.append(value)
+    result = call(args)
+    return graph, *flatten_outputs(graph, result)
+
+
+def flatten_outputs(graph, result):
+    """Output nodes and a structure tag to rebuild the user's tuple/list/dict."""
+    if isinstance(result, dict):
+        keys = list(result)
+        return [_output_node(graph, result[k], f"output {k!r}") for k in keys], ("dict", keys)
+    if isinstance(result, (tuple, list)):
+        kind = "tuple" if isinstance(result, tuple) else "list"
+        return ([_output_node(graph, r, f"output {i}") for i, r in enumerate(result)],
+                (kind, len(result)))
+    return [_output_node(graph, result, "the output")], ("single", None)
+
+
+def _output_node(graph, value, what):
+    if isinstance(value, Tracer):
+        if value.graph is not graph:
+            raise TraceError(f"{what} is a traced array from another call", None)
+        return value.node
+    if isinstance(value, (bool, int, float, np.generic)):
+        dt = np.result_type(value) if isinstance(value, np.generic) else \
+            np.asarray(value).dtype
+        return _const(graph, value, dtypes.check(dt, what), ())
+    raise TraceError(f"{what} is a {type(value).__name__}; a numbamr function must return arrays "
+                     "(or a tuple/list/dict of arrays)", None)
+abs_ = absolute
