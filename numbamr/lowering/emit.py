@@ -131,7 +131,8 @@ class Emitter:
         params = ", ".join(name for name, *_ in p.params)
         head = [f"# numbamr kernel {p.name} ({self.target} target)",
                 f"# grid={p.grid} block={p.block}",
-                "import math",
+                "import math" if self.target == "cuda" else
+                "from numbamr.runtime import simmath as math",
                 "from numba import cuda",
                 "from numba.types import (boolean, int8, int16, int32, int64, uint8, uint16, "
                 "uint32, uint64,",
@@ -143,6 +144,7 @@ class Emitter:
         for n, kind, dt, pos in p.params:
             head.append(f"    # {n}: {'input' if kind == 'in' else 'output'} {pos}, {dt}")
         if self.target == "sim":
+            self.line("math.quiet()")
             self.declare_scratch()
         for ins in p.instrs:
             getattr(self, "op_" + ins.op.lower())(ins)

@@ -13,6 +13,8 @@ A *pass* over a group is either resident (straight-line code over the thread's c
 stay in registers, so later passes reuse them) or a loop over chunks (values reloaded).
 Row-level values are rendered before a pass opens, so loop-invariant work sits outside loops.
 """
+import builtins
+import keyword
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -67,9 +69,16 @@ def format_program(p):
     return "\n".join(lines)
 
 
+_RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {
+    "math", "cuda", "inf", "nan", "vload", "vstore", "boolean", "int8", "int16", "int32",
+    "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64"}
+
+
 class _Names:
+    """Unique, readable names that never shadow a builtin or a name the emitted module uses."""
+
     def __init__(self):
-        self.used = set()
+        self.used = set(_RESERVED)
 
     def new(self, base):
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in base) or "v"
@@ -105,10 +114,25 @@ class Linearizer:
         self.group_vars = {g.var: g for g in kernel.groups}
         self.accs = {}                    # reduce id -> accumulator names (value[, index])
         self.resident_q = {}              # (group id, chunk) -> (position name, mask name)
+        self.loop_begin = None            # where the open loop starts (hoisting target)
+        self.hoisting = False
 
     # ---- small helpers -----------------------------------------------------------------
     def add(self, op, out=(), srcs=(), arg=None, dtype=None):
-        self.instrs.append(Instr(op, tuple(out), tuple(srcs), arg, dtype))
+        ins = Instr(op, tuple(out), tuple(srcs), arg, dtype)
+        if self.hoisting and self.loop_begin is not None:
+            self.instrs.insert(self.loop_begin, ins)     # before the open loop: top scope
+            self.loop_begin += 1
+        else:
+            self.instrs.append(ins)
+
+    def hoisted(self, fn, *args):
+        """Run ``fn`` with its instructions placed before the open loop (row-level work)."""
+        before, self.hoisting = self.hoisting, True
+        try:
+            return fn(*args)
+        finally:
+            self.hoisting = before
 
     def group_of(self, val):
         vs = self.var_cache.get(val.id)
@@ -221,6 +245,7 @@ class Linearizer:
         per_iter = span * plan.chunks
         n_iter = -(-extent // per_iter)
         it = self.names.new(f"it{g.id}")
+        self.loop_begin = len(self.instrs)
         self.add("LOOP", (it,), arg=(n_iter, g.id))
         for u in range(plan.chunks):
             q = self.names.new(f"{g.var.name}_{u}")
@@ -229,6 +254,7 @@ class Linearizer:
                                                       f"{u * span}")
             yield _Chunk(g, u, q, self.mask(q, extent, extent % per_iter != 0))
         self.add("ENDLOOP", arg=g.id)
+        self.loop_begin = None
         for key in [k for k in self.elem_memo if k[1] == g.id]:
             del self.elem_memo[key]
 
@@ -393,7 +419,7 @@ class Linearizer:
             return hit
         for w in walk(val):
             if w.id not in self.row_memo:
-                self.row_memo[w.id] = self.render(w, None, 0)
+                self.row_memo[w.id] = self.hoisted(self.render, w, None, 0)
         return self.row_memo[val.id]
 
     def elem_value(self, val, ch, v):
@@ -486,7 +512,7 @@ class Linearizer:
             nm = self.index_memo.get(text)
             if nm is None:
                 nm = self.names.new("base")
-                self.add("INDEX", (nm,), ("row",), arg=text)
+                self.hoisted(self.add, "INDEX", (nm,), ("row",), text)
                 self.index_memo[text] = nm
             parts, names = [nm], [nm]
         else:

@@ -1,0 +1,36 @@
+"""Is there a CUDA GPU here? Answered through the driver library, without importing numba."""
+import ctypes
+import functools
+import os
+
+
+@functools.lru_cache(maxsize=1)
+def gpu_count():
+    """Number of CUDA devices the driver sees (0 when there is no driver or no device)."""
+    for name in ("libcuda.so.1", "libcuda.so", "nvcuda.dll"):
+        try:
+            lib = ctypes.CDLL(name)
+            break
+        except OSError:
+            continue
+    else:
+        return 0
+    if lib.cuInit(0) != 0:
+        return 0
+    count = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:
+        return 0
+    return count.value
+
+
+def use_simulator_if_no_gpu():
+    """Select numba's CPU simulator when no GPU is present; returns True if it did.
+
+    Must run before ``numba.cuda`` is first imported (numba reads the variable then).
+    """
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") not in (None, ""):
+        return os.environ["NUMBA_ENABLE_CUDASIM"] not in ("0",)
+    if gpu_count() == 0:
+        os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+        return True
+    return False

@@ -1,0 +1,23 @@
+"""The ``math`` of kernels run in numba's CPU simulator.
+
+On a GPU, ``math.log(0.0)`` is ``-inf`` and float32 stays float32; Python's ``math`` raises
+and returns float64 instead. Emitted simulator sources import this module as ``math`` so
+that both targets compute the same values in the same dtypes.
+"""
+import math as _math
+
+import numpy as np
+
+exp, log, log2, sqrt = np.exp, np.log, np.log2, np.sqrt
+sin, cos, tanh = np.sin, np.cos, np.tanh
+floor, ceil = np.floor, np.ceil
+inf, nan = _math.inf, _math.nan
+
+
+def erf(x):
+    return type(x)(_math.erf(float(x)))
+
+
+def quiet():
+    """Silence numpy's floating-point warnings in this simulated thread (GPUs raise none)."""
+    np.seterr(all="ignore")

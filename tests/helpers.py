@@ -1,0 +1,55 @@
+"""Shared test helpers: run a program with numbamr and check it against float64 NumPy."""
+import numpy as np
+
+import numbamr as nm
+from conftest import SIMULATOR
+
+
+def to_float64(a):
+    return a.astype(np.float64) if isinstance(a, np.ndarray) and a.dtype.kind == "f" else a
+
+
+def flatten(out):
+    if isinstance(out, dict):
+        return [out[k] for k in sorted(out)]
+    if isinstance(out, (tuple, list)):
+        return list(out)
+    return [out]
+
+
+def to_host(a):
+    if hasattr(a, "get"):
+        return a.get()
+    return np.asarray(a)
+
+
+def check_outputs(got, expected_dtype_run, ref, rtol, scale=0.0):
+    """Every output: same shape and dtype as NumPy, values within rtol of the float64 run."""
+    got, typed, ref = flatten(got), flatten(expected_dtype_run), flatten(ref)
+    assert len(got) == len(ref)
+    for i, (g, t, r) in enumerate(zip(got, typed, ref)):
+        g, t, r = to_host(g), np.asarray(t), np.asarray(r)
+        assert g.shape == t.shape, f"output {i}: shape {g.shape} != numpy's {t.shape}"
+        assert g.dtype == t.dtype, f"output {i}: dtype {g.dtype} != numpy's {t.dtype}"
+        if r.dtype.kind in "biu":
+            np.testing.assert_array_equal(g, r, err_msg=f"output {i}")
+            continue
+        g64, r64 = g.astype(np.float64), r.astype(np.float64)
+        assert np.array_equal(np.isnan(g64), np.isnan(r64)), f"output {i}: NaN mismatch"
+        ok = ~np.isnan(r64)
+        denom = max(float(np.abs(r64[ok]).max()) if ok.any() else 0.0, scale, 1e-30)
+        err = float(np.abs(g64[ok] - r64[ok]).max()) / denom if ok.any() else 0.0
+        assert err <= rtol, f"output {i}: relative error {err:.3g} > {rtol:g}"
+
+
+def run_and_check(program, inputs, rtol=1e-5, jitted=None, expect_kernels=None):
+    fn = jitted or nm.jit(program.fn)
+    got = fn(*inputs)
+    with np.errstate(all="ignore"):
+        typed = program.fn(*inputs)
+        ref = program.fn(*[to_float64(a) for a in inputs])
+    scale = program.scale(inputs) if program.scale else 0.0
+    check_outputs(got, typed, ref, rtol, scale)
+    if expect_kernels is not None:
+        assert len(fn.lower(*inputs).kernels) == expect_kernels
+    return got

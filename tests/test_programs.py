@@ -1,0 +1,45 @@
+"""Every catalogue program is ONE kernel and matches float64 NumPy (simulator in CI)."""
+import numpy as np
+import pytest
+
+import numbamr as nm
+from programs import PROGRAMS, BY_NAME
+from helpers import run_and_check
+
+SHAPES = [(1, 1), (3, 7), (5, 33), (2, 100)]
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+@pytest.mark.parametrize("rows,cols", SHAPES)
+def test_program_matches_numpy(program, rows, cols):
+    rng = np.random.default_rng(rows * 1000 + cols)
+    inputs = program.make(rng, rows, cols)
+    run_and_check(program, inputs, expect_kernels=program.kernels)
+
+
+# forced layouts: threads per row below/at/above the warp, several rows per block, vector
+# width, resident rows vs. loops, column layout; sizes off the block and warp multiples
+OPTION_SETS = [
+    dict(threads_per_row=1, rows_per_block=1),
+    dict(threads_per_row=4, rows_per_block=3, vector=1),
+    dict(threads_per_row=8, rows_per_block=2, vector=4, upcast=8),
+    dict(threads_per_row=32, rows_per_block=1, upcast=0, unroll=2),
+    dict(threads_per_row=64, rows_per_block=1, upcast=0, unroll=1),
+    dict(threads_per_row=16, rows_per_block=2, upcast=1, unroll=3, vector=2),
+    dict(threads_per_row=4, rows_per_block=8, layout="col"),
+    dict(threads_per_row=2, rows_per_block=4, layout="col", upcast=0, unroll=2),
+]
+
+SWEPT = ["softmax", "layernorm_stats", "chain4", "sum_max_min", "vector_matrix", "two_axes",
+         "column_var", "all_axes"]
+
+
+@pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: "-".join(
+    f"{k[0]}{v}" for k, v in o.items()))
+@pytest.mark.parametrize("name", SWEPT)
+@pytest.mark.parametrize("rows,cols", [(3, 37), (4, 64)])
+def test_program_under_forced_options(name, options, rows, cols):
+    program = BY_NAME[name]
+    rng = np.random.default_rng(cols)
+    inputs = program.make(rng, rows, cols)
+    run_and_check(program, inputs, jitted=nm.jit(**options)(program.fn), expect_kernels=1)
