@@ -112,7 +112,7 @@ class JitFunction:
         return self.fn(*call.args, **call.kwargs)
 
     # ---- lowering -----------------------------------------------------------------------
-    def _lower(self, bound, leaves):
+    def _lower(self, bound, leaves, simulator=None):
         specs = [("array", (l.array.shape, l.array.dtype)) if l.array is not None
                  else ("static", l.value) for l in leaves]
         graph, outputs, structure = trace(lambda vals: self._rebuild(bound, vals), specs)
@@ -121,7 +121,7 @@ class JitFunction:
         aligned = {("in", i) for i, l in enumerate(leaves) if l.array is not None and
                    l.array.aligned}
         names = {i: l.name for i, l in enumerate(leaves)}
-        sim = settings.simulator()
+        sim = settings.simulator() if simulator is None else simulator
         kernels = []
         groups = schedule(outputs, self.__name__)
         for g in groups:

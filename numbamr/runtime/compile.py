@@ -59,11 +59,16 @@ def load_source(source, name):
         return mod
 
 
-def jit_kernel(source, name, simulator):
-    """A numba.cuda kernel object for the function ``name`` defined by ``source``."""
+def jit_kernel(source, name, simulator, block=1024):
+    """A numba.cuda kernel object for the function ``name`` defined by ``source``.
+
+    ``launch_bounds`` tells the compiler the block size, so that it never uses more
+    registers than a block of that size can have.
+    """
     from numba import cuda
     mod = load_source(source, name)
     fn = getattr(mod, name)
     if simulator:
         return cuda.jit(fn), mod.__numbamr_path__
-    return cuda.jit(fn, cache=settings.current().cache), mod.__numbamr_path__
+    return (cuda.jit(fn, cache=settings.current().cache, launch_bounds=(block,)),
+            mod.__numbamr_path__)

@@ -12,7 +12,7 @@ class Launcher:
     def __init__(self, lowered_kernel, simulator):
         lk = lowered_kernel
         source = lk.sim_source if simulator else lk.source
-        self.kernel, self.path = jit_kernel(source, lk.name, simulator)
+        self.kernel, self.path = jit_kernel(source, lk.name, simulator, lk.block)
         self.grid, self.block = lk.grid, lk.block
         self.params = [(kind, pos) for _, kind, _, pos in lk.program.params]
 

@@ -1,0 +1,66 @@
+"""Compile emitted kernels to PTX and machine code for sm_90 without a GPU, and report.
+
+Used by the PTX test tier (in a process where numba's simulator is off): for each kernel it
+reports whether it compiled, its vector loads/stores, and what ptxas says about registers,
+stack frame and spills (through nvJitLink's verbose log).
+    python -m numbamr.ptx < kernels.json > report.json
+"""
+import json
+import re
+import sys
+
+
+def _sig(params):
+    from numba import types, from_dtype
+    import numpy as np
+    return tuple(types.Array(from_dtype(np.dtype(dt)), 1, "C") for dt in params)
+
+
+def _ptxas_log(ptx, cc):
+    from cuda.bindings import nvjitlink
+    h = nvjitlink.create(2, [f"-arch=sm_{cc[0]}{cc[1]}", "-verbose"])
+    try:
+        data = ptx.encode()
+        nvjitlink.add_data(h, nvjitlink.InputType.PTX, data, len(data), "kernel.ptx")
+        nvjitlink.complete(h)
+        buf = bytearray(nvjitlink.get_info_log_size(h))
+        nvjitlink.get_info_log(h, buf)
+        return buf.decode(errors="replace")
+    finally:
+        nvjitlink.destroy(h)
+
+
+def inspect(entry, cc=(9, 0)):
+    """Compile one kernel: {'ok', 'error', 'vector_loads', 'vector_stores', 'registers',
+    'spill_bytes', 'stack_bytes'}."""
+    from numba import cuda
+    from numbamr.runtime.compile import load_source
+    try:
+        fn = getattr(load_source(entry["source"], entry["name"]), entry["name"])
+        ptx, _ = cuda.compile_ptx(fn, _sig(entry["params"]), cc=cc,
+                                  launch_bounds=(entry["block"],))
+        log = _ptxas_log(ptx, cc)
+    except Exception as e:          # reported, not raised: the test names the kernel
+        return {"ok": False, "error": f"{type(e).__name__}: {e}"}
+    spills = [int(a) + int(b) for a, b in
+              re.findall(r"(\d+) bytes spill stores, (\d+) bytes spill loads", log)]
+    stack = [int(x) for x in re.findall(r"(\d+) bytes stack frame", log)]
+    regs = [int(x) for x in re.findall(r"Used (\d+) registers", log)]
+    return {
+        "ok": True, "error": None,
+        "vector_loads": len(re.findall(r"ld\.global(?:\.\w+)*\.v[248]\.", ptx)),
+        "vector_stores": len(re.findall(r"st\.global(?:\.\w+)*\.v[248]\.", ptx)),
+        "scalar_global_loads": len(re.findall(r"ld\.global(?:\.nc)?\.[fbsu]\d+", ptx)),
+        "registers": max(regs, default=0),
+        "spill_bytes": sum(spills),
+        "stack_bytes": max(stack, default=0),
+    }
+
+
+def main():
+    entries = json.load(sys.stdin)
+    json.dump([inspect(e) for e in entries], sys.stdout)
+
+
+if __name__ == "__main__":
+    main()
