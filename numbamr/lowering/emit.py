@@ -263,11 +263,11 @@ class Emitter:
     def op_shared_store(self, ins):
         smem, val = ins.srcs
         xdt = _xdt(ins.dtype)
-        self.line(f"{smem}[{ins.arg}] = "
+        self.line(f"{smem}[{ins.arg[0]}] = "
                   f"{val if xdt == np.dtype(ins.dtype) else _cast_text(val, xdt)}")
 
     def op_shared_load(self, ins):
-        got = f"{ins.srcs[0]}[{ins.arg}]"
+        got = f"{ins.srcs[0]}[{ins.arg[0]}]"
         dt = np.dtype(ins.dtype)
         self.line(f"{ins.out[0]} = {got if _xdt(dt) == dt else _cast_text(got, dt)}")
 

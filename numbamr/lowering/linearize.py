@@ -333,7 +333,8 @@ class Linearizer:
             if cond:
                 self.add("IF", srcs=("lane",), arg=cond)
             for i, (a, s) in enumerate(zip(accs, smem)):
-                self.add("SHARED_STORE", (), (s, a), arg=write_idx, dtype=self._acc_dtype(r, i))
+                self.add("SHARED_STORE", (), (s, a), arg=(write_idx, r.id),
+                         dtype=self._acc_dtype(r, i))
             if cond:
                 self.add("ENDIF", arg=cond)
             self.add("BARRIER", arg=r.id)
@@ -344,11 +345,11 @@ class Linearizer:
                 dts = [self._acc_dtype(r, j) for j in range(len(accs))]
                 if i == 0:
                     for n, s, dt in zip(res, smem, dts):
-                        self.add("SHARED_LOAD", (n,), (s,), arg=read_idx, dtype=dt)
+                        self.add("SHARED_LOAD", (n,), (s,), arg=(read_idx, r.id), dtype=dt)
                 else:
                     others = [self.names.new(f"{n}_{i}") for n in res]
                     for n, s, dt in zip(others, smem, dts):
-                        self.add("SHARED_LOAD", (n,), (s,), arg=read_idx, dtype=dt)
+                        self.add("SHARED_LOAD", (n,), (s,), arg=(read_idx, r.id), dtype=dt)
                     self.add("COMBINE", tuple(res), tuple(res) + tuple(others), arg=r.kind,
                              dtype=r.dtype)
             accs = res

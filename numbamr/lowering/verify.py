@@ -35,6 +35,9 @@ def verify(program):
         if ins.op in ("SHARED_STORE", "SHARED_LOAD"):
             if ins.srcs[0] not in owner:
                 raise VerifyError(f"{where} uses an undeclared shared array")
+            if owner[ins.srcs[0]] != ins.arg[1]:
+                raise VerifyError(f"{where}: reduce #{ins.arg[1]} uses the shared array of "
+                                  f"reduce #{owner[ins.srcs[0]]}")
         if ins.op in _OPEN:
             stack.append(ins.op)
             scopes.append(set())

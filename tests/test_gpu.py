@@ -1,0 +1,57 @@
+"""Real-GPU tier: catalogue programs at realistic sizes with CuPy arrays (marked gpu)."""
+import numpy as np
+import pytest
+
+import numbamr as nm
+from programs import PROGRAMS, BY_NAME
+from helpers import check_outputs, to_float64
+
+pytestmark = pytest.mark.gpu
+
+
+def _run(program, inputs, jitted=None):
+    import cupy as cp
+    fn = jitted or nm.jit(program.fn)
+    dev = [cp.asarray(a) for a in inputs]
+    got = fn(*dev)
+    for g in (got.values() if isinstance(got, dict) else
+              (got if isinstance(got, (tuple, list)) else [got])):
+        assert isinstance(g, cp.ndarray), "CuPy in must give CuPy out"
+    with np.errstate(all="ignore"):
+        typed = program.fn(*inputs)
+        ref = program.fn(*[to_float64(a) for a in inputs])
+    scale = program.scale(inputs) if program.scale else 0.0
+    check_outputs(got, typed, ref, 1e-5, scale)
+    assert len(fn.lower(*dev).kernels) == program.kernels
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)
+def test_program_at_4096_squared(program):
+    rng = np.random.default_rng(7)
+    _run(program, program.make(rng, 4096 if program.name != "vector_matrix" else 4094, 4096))
+
+
+ROW_LENGTHS = [1, 31, 32, 33, 255, 1000, 1024, 4097, 8192, 65536]
+
+
+@pytest.mark.parametrize("cols", ROW_LENGTHS)
+@pytest.mark.parametrize("name", ["softmax", "layernorm_stats", "logsumexp", "sum_max_min",
+                                  "variance", "chain4"])
+def test_row_lengths(name, cols):
+    rng = np.random.default_rng(cols)
+    rows = max(1, min(4096, (1 << 22) // cols))
+    _run(BY_NAME[name], BY_NAME[name].make(rng, rows + 3, cols))
+
+
+@pytest.mark.parametrize("options", [
+    dict(threads_per_row=1024, rows_per_block=1),
+    dict(threads_per_row=128, rows_per_block=4, upcast=0, unroll=4),
+    dict(threads_per_row=32, rows_per_block=8, vector=1),
+    dict(threads_per_row=8, rows_per_block=32, layout="col"),
+])
+@pytest.mark.parametrize("name", ["softmax", "layernorm_stats", "chain4", "column_var",
+                                  "vector_matrix", "two_axes", "all_axes"])
+def test_forced_options_on_gpu(name, options):
+    rng = np.random.default_rng(3)
+    p = BY_NAME[name]
+    _run(p, p.make(rng, 1000, 3000), jitted=nm.jit(**options)(p.fn))

@@ -1,0 +1,183 @@
+"""Properties of the linear program itself (not only of results), for every catalogue program
+under several forced layouts: scopes, shared arrays, reduce order, ifs, hoisting, loop sharing.
+"""
+import numpy as np
+import pytest
+
+import numbamr as nm
+from numbamr.lowering.linearize import Instr
+from numbamr.lowering.verify import verify, VerifyError
+from programs import PROGRAMS, BY_NAME
+from test_ptx import lower_for_gpu
+
+LAYOUTS = [
+    dict(),
+    dict(threads_per_row=64, rows_per_block=2),                  # cross-warp combine
+    dict(threads_per_row=256, rows_per_block=1, upcast=0, unroll=2),   # loops over chunks
+    dict(threads_per_row=4, rows_per_block=16, layout="col"),
+]
+
+
+def programs_for(options, rows=6, cols=300):
+    rng = np.random.default_rng(0)
+    for p in PROGRAMS:
+        for k in lower_for_gpu(nm.jit(**options)(p.fn), p.make(rng, rows, cols)).kernels:
+            yield p.name, k.program
+
+
+def blocks(program):
+    """(instr, stack of open blocks) for each instruction."""
+    stack = []
+    for ins in program.instrs:
+        if ins.op in ("ENDIF", "ENDLOOP"):
+            stack.pop()
+        yield ins, tuple(stack)
+        if ins.op in ("IF", "LOOP"):
+            stack.append(ins.op)
+
+
+@pytest.mark.parametrize("options", LAYOUTS, ids=str)
+def test_each_reduce_owns_its_shared_arrays(options):
+    for name, prog in programs_for(options):
+        owners = {}
+        for n, _, _, rid in prog.shared:
+            assert n not in owners, f"{name}: shared array {n} declared twice"
+            owners[n] = rid
+        for ins in prog.instrs:
+            if ins.op in ("SHARED_STORE", "SHARED_LOAD"):
+                assert owners[ins.srcs[0]] == ins.arg[1], f"{name}: {ins}"
+        combining = {r.id for r in prog.kernel.reduces}
+        if prog.layout.threads_per_row > 32 or (prog.layout.layout == "col" and
+                                                prog.layout.threads_per_row > 1):
+            assert combining <= set(owners.values()), f"{name}: a reduce without its own array"
+
+
+@pytest.mark.parametrize("options", LAYOUTS, ids=str)
+def test_reduces_render_deepest_first(options):
+    for name, prog in programs_for(options):
+        first_acc, result = {}, {}
+        by_name = {r.name: r.id for r in prog.kernel.reduces}
+        for i, ins in enumerate(prog.instrs):
+            if ins.op == "ACC":
+                rid = by_name[ins.out[0][len("acc_"):].split("_idx")[0]]
+                first_acc.setdefault(rid, i)
+            if ins.op == "ALU" and ins.arg == "copy" and ins.out[0] in by_name:
+                result[by_name[ins.out[0]]] = i
+        for r in prog.kernel.reduces:
+            for d in r.deps:
+                assert result[d] < first_acc[r.id], f"{name}: #{r.id} accumulates before #{d}"
+
+
+def test_order_does_not_follow_the_program_text():
+    def dependent_first(x):
+        return (x - x.mean(1, keepdims=True)).sum(1), x.mean(1)
+
+    def dependent_last(x):
+        return x.mean(1), (x - x.mean(1, keepdims=True)).sum(1)
+    x = np.zeros((4, 50), np.float32)
+    for fn in (dependent_first, dependent_last):
+        k = lower_for_gpu(fn, (x,)).kernels[0]
+        depths = [r.depth for r in k.kernel.reduces]
+        assert depths == sorted(depths) and len(k.kernel.reduces) == 2
+
+
+@pytest.mark.parametrize("options", LAYOUTS, ids=str)
+def test_ifs_close_before_barriers_and_kernel_end(options):
+    for name, prog in programs_for(options):
+        for ins, stack in blocks(prog):
+            if ins.op in ("BARRIER", "SHFL"):
+                assert "IF" not in stack, f"{name}: {ins.op} inside an if block"
+        depth = 0
+        for ins in prog.instrs:
+            depth += ins.op in ("IF", "LOOP")
+            depth -= ins.op in ("ENDIF", "ENDLOOP")
+        assert depth == 0, f"{name}: {depth} blocks left open"
+
+
+@pytest.mark.parametrize("options", LAYOUTS, ids=str)
+def test_no_value_used_outside_its_scope(options):
+    for name, prog in programs_for(options):
+        verify(prog)      # raises VerifyError on any out-of-scope use
+
+
+def test_verifier_catches_a_value_used_after_its_loop():
+    prog = next(p for n, p in programs_for(LAYOUTS[2]) if n == "softmax")
+    inside = next(i for i, ins in enumerate(prog.instrs) if ins.op == "LOOP")
+    defined = next(ins.out[0] for ins in prog.instrs[inside + 1:] if ins.out)
+    prog.instrs.append(Instr("STORE", (), (prog.params[-1][0], defined), arg="0"))
+    with pytest.raises(VerifyError, match="outside the scope"):
+        verify(prog)
+
+
+def test_verifier_catches_a_barrier_inside_an_if():
+    prog = next(p for n, p in programs_for(LAYOUTS[1]) if n == "softmax")
+    prog.instrs[-1:-1] = [Instr("IF", (), ("lane",), arg="lane == 0"), Instr("BARRIER", arg=0),
+                          Instr("ENDIF")]
+    with pytest.raises(VerifyError, match="inside an if"):
+        verify(prog)
+
+
+def test_loop_invariant_work_sits_outside_loops():
+    for name, prog in programs_for(LAYOUTS[2]):
+        inside = []
+        for ins, stack in blocks(prog):
+            if ins.op == "LOOP":
+                inside.append(set(ins.out))
+                continue
+            if ins.op == "ENDLOOP":
+                inside.pop()
+                continue
+            if not inside or ins.op in ("IF", "ENDIF", "COMMENT"):
+                if inside:
+                    inside[-1].update(ins.out)
+                continue
+            assert set(ins.srcs) & inside[-1], \
+                f"{name}: {ins} in a loop depends on nothing the loop defines"
+            inside[-1].update(ins.out)
+
+
+@pytest.mark.parametrize("options", [dict(upcast=0, threads_per_row=32), dict()], ids=str)
+def test_independent_reduces_share_one_loop(options):
+    x = np.zeros((8, 4096), np.float32)
+    prog = lower_for_gpu(nm.jit(**options)(BY_NAME["sum_max_min"].fn), (x,)).kernels[0].program
+    region, regions = None, []
+    for ins in prog.instrs:
+        if ins.op in ("LOOP", "PASS"):
+            region = set()
+        elif ins.op in ("ENDLOOP", "ENDPASS"):
+            regions.append(region)
+            region = None
+        elif ins.op == "ACC" and region is not None:
+            region.add(ins.out[0])
+    with_acc = [r for r in regions if r]
+    assert len(with_acc) == 1 and len(with_acc[0]) == 3
+
+
+def test_dependent_reduces_do_not_share_a_loop():
+    x = np.zeros((8, 4096), np.float32)
+    prog = lower_for_gpu(nm.jit(upcast=0)(BY_NAME["chain4"].fn), (x,)).kernels[0].program
+    loops_with_acc = 0
+    region = None
+    for ins in prog.instrs:
+        if ins.op == "LOOP":
+            region = set()
+        elif ins.op == "ENDLOOP":
+            loops_with_acc += bool(region)
+            region = None
+        elif ins.op == "ACC" and region is not None:
+            region.add(ins.out[0])
+    assert loops_with_acc == 4
+
+
+def test_resident_rows_are_loaded_once():
+    """With the row in registers, every input element is loaded by exactly one instruction."""
+    x = np.zeros((64, 8192), np.float32)
+    for name in ("softmax", "layernorm", "variance", "logsumexp", "chain4"):
+        p = BY_NAME[name]
+        k = lower_for_gpu(p.fn, p.make(np.random.default_rng(0), 64, 8192)).kernels[0]
+        assert all(g.resident for g in k.layout.groups), name
+        loads = [ins for ins in k.program.instrs if ins.op in ("LOAD", "VLOAD")
+                 and ins.srcs[0] == k.program.params[0][0]]
+        per_thread = 8192 // k.layout.threads_per_row
+        width = k.layout.groups[0].vector
+        assert len(loads) * width == per_thread, name
