@@ -140,9 +140,10 @@ class JitFunction:
 
     # ---- calling ------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        stream = kwargs.pop("stream", None) if "stream" not in self._sig.parameters else None
         bound, leaves = self._bind(args, kwargs)
         from .runtime.launch import prepare_leaves, run
-        leaves, ctx = prepare_leaves(leaves, settings.simulator())
+        leaves, ctx = prepare_leaves(leaves, settings.simulator(), stream)
         key = tuple(l.key() for l in leaves)
         with self._lock:
             compiled = self._cache.get(key)

@@ -11,9 +11,8 @@ import sys
 
 
 def _sig(params):
-    from numba import types, from_dtype
-    import numpy as np
-    return tuple(types.Array(from_dtype(np.dtype(dt)), 1, "C") for dt in params)
+    from numbamr.runtime.compile import pointer_signature
+    return pointer_signature(params).args
 
 
 def _ptxas_log(ptx, cc):

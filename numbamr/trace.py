@@ -190,6 +190,13 @@ class Tracer:
     def __getitem__(self, key):
         return getitem(self, key)
 
+    def __getattr__(self, name):
+        # only reached for names a Tracer lacks: name the ndarray method numbamr cannot trace
+        if not name.startswith("_") and hasattr(np.ndarray, name):
+            raise _UnsupportedAttribute(f"the array method or attribute .{name} is not supported "
+                                        "by numbamr", user_loc())
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     # ---- numpy protocols ---------------------------------------------------------------
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         if method != "__call__":
@@ -214,9 +221,22 @@ class Tracer:
     def __array_function__(self, func, types, args, kwargs):
         fn = FUNCTIONS.get(func)
         if fn is None:
-            raise TraceError(f"the numpy function np.{func.__name__} is not supported by numbamr",
-                             user_loc())
+            raise TraceError(f"the numpy function {_numpy_name(func)} is not supported by "
+                             "numbamr", user_loc())
         return fn(*args, **kwargs)
+
+
+class _UnsupportedAttribute(TraceError, AttributeError):
+    """An ndarray method or attribute a Tracer does not have (still an AttributeError, so
+    hasattr() keeps working)."""
+
+
+def _numpy_name(func):
+    """np.cumsum, np.fft.fft, np.linalg.norm: a numpy function as the user would write it."""
+    mod = getattr(func, "__module__", None) or "numpy"
+    parts = [p for p in mod.split(".")[1:] if not p.startswith("_")] \
+        if mod.split(".")[0] == "numpy" else []
+    return ".".join(["np", *parts, getattr(func, "__name__", repr(func))])
 
 
 def _no_out(out, name):
@@ -246,7 +266,7 @@ def _operand(value, graph, what="operand"):
     if isinstance(value, (bool, int, float)) and not isinstance(value, np.generic):
         return ("weak", value)
     if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
-        dt = dtypes.check(value.dtype, what)
+        dt = _check_dtype(value.dtype, what)
         return _const(graph, value.item(), dt, ())
     if isinstance(value, np.ndarray):
         raise TraceError(f"a NumPy array constant of shape {value.shape} is used inside a numbamr "
@@ -255,6 +275,16 @@ def _operand(value, graph, what="operand"):
         raise DTypeError("complex numbers are not supported by numbamr", user_loc())
     raise TraceError(f"{what} of type {type(value).__name__} is not an array or a number",
                      user_loc())
+
+
+def _check_dtype(dtype, what):
+    """dtypes.check, with the user's line on the error (and unknown dtype names refused)."""
+    try:
+        return dtypes.check(dtype, what)
+    except DTypeError as e:
+        raise DTypeError(e.plain_message, user_loc()) from None
+    except TypeError as e:
+        raise DTypeError(f"{what}: {e}", user_loc()) from None
 
 
 def _const(graph, value, dtype, shape):
@@ -491,7 +521,7 @@ cos = _make_unary(Op.COS, _float_rule, "cos")
 tanh = _make_unary(Op.TANH, _float_rule, "tanh")
 sigmoid = _make_unary(Op.SIGMOID, _float_rule, "sigmoid")
 erf = _make_unary(Op.ERF, _float_rule, "erf")
-reciprocal = _make_unary(Op.RECIP, _same, "reciprocal")
+_reciprocal = _make_unary(Op.RECIP, _same, "reciprocal")
 floor = _make_unary(Op.FLOOR, _same, "floor")
 ceil = _make_unary(Op.CEIL, _same, "ceil")
 
@@ -525,12 +555,28 @@ def positive(x):
     return _elementwise(None, (x,), _same, "positive")
 
 
+def _bool_as_int8(x):
+    """numpy's square and reciprocal have no bool loop: bool promotes to int8."""
+    if isinstance(x, Tracer) and x.dtype == dtypes.BOOL:
+        return astype(x, np.int8)
+    return x
+
+
 def square(x):
+    x = _bool_as_int8(x)
     return multiply(x, x)
 
 
+def reciprocal(x):
+    x = _bool_as_int8(x)
+    if isinstance(x, Tracer) and dtypes.is_int(x.dtype):
+        # numpy truncates 1 / x toward zero: only 1 and -1 give a nonzero result
+        return where(equal(absolute(x), 1), x, 0)
+    return _reciprocal(x)
+
+
 def log10(x):
-    return multiply(log(x), 1.0 / np.log(10.0))
+    return multiply(log(x), float(1.0 / np.log(10.0)))      # a weak python float: keeps float32
 
 
 def log1p(x):
@@ -590,7 +636,7 @@ def clip(x, a_min=None, a_max=None):
 def astype(x, dtype):
     if not isinstance(x, Tracer):
         return np.asarray(x).astype(dtype)
-    dt = dtypes.check(dtype, "astype's target dtype")
+    dt = _check_dtype(dtype, "astype's target dtype")
     return _wrap(x.graph, cast_node(x.graph, x.node, dt))
 
 

@@ -59,9 +59,17 @@ def load_source(source, name):
         return mod
 
 
-def jit_kernel(source, name, simulator, block=1024):
+def pointer_signature(dtypes):
+    """``void(T0*, T1*, ...)``: every kernel parameter is a raw pointer."""
+    import numpy as np
+    from numba import types, from_dtype
+    return types.void(*[types.CPointer(from_dtype(np.dtype(dt))) for dt in dtypes])
+
+
+def jit_kernel(source, name, simulator, block=1024, pointer_dtypes=None):
     """A numba.cuda kernel object for the function ``name`` defined by ``source``.
 
+    On a GPU it is compiled now, for raw-pointer parameters of ``pointer_dtypes``;
     ``launch_bounds`` tells the compiler the block size, so that it never uses more
     registers than a block of that size can have.
     """
@@ -70,5 +78,10 @@ def jit_kernel(source, name, simulator, block=1024):
     fn = getattr(mod, name)
     if simulator:
         return cuda.jit(fn), mod.__numbamr_path__
-    return (cuda.jit(fn, cache=settings.current().cache, launch_bounds=(block,)),
-            mod.__numbamr_path__)
+    sig = pointer_signature(pointer_dtypes)
+    try:
+        kernel = cuda.jit(sig, cache=settings.current().cache, launch_bounds=(block,))(fn)
+    except Exception as e:
+        raise CompileError(f"numba failed to compile kernel {name} ({type(e).__name__}: {e}); "
+                           f"its source is saved at {mod.__numbamr_path__}") from e
+    return kernel, mod.__numbamr_path__

@@ -1,4 +1,12 @@
-"""Launching compiled kernels: argument buffers, output allocation, result conversion."""
+"""Launching compiled kernels: argument buffers, output allocation, result conversion.
+
+On a GPU every kernel parameter is a raw pointer (``CPointer``), so a launch is one
+``cuLaunchKernel`` with a parameter block filled in place: no per-call argument objects.
+In the simulator the same source runs on 1-D NumPy views.
+"""
+import ctypes
+import threading
+
 import numpy as np
 
 from ..errors import ArgumentError
@@ -6,15 +14,54 @@ from . import arrays
 from .compile import jit_kernel
 
 
+class _DriverLaunch:
+    """cuLaunchKernel with a reusable parameter block (one pointer-sized slot per param)."""
+
+    def __init__(self, handle, nparams, grid, block):
+        from cuda.bindings import driver
+        self._driver = driver
+        self._launch = driver.cuLaunchKernel
+        self._f = driver.CUfunction(int(handle))
+        self._values = (ctypes.c_uint64 * max(nparams, 1))()
+        base = ctypes.addressof(self._values)
+        self._slots = (ctypes.c_void_p * max(nparams, 1))(*[base + 8 * i
+                                                           for i in range(max(nparams, 1))])
+        self._params = ctypes.addressof(self._slots)
+        self._grid, self._block = grid, block
+        self._streams = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, pointers, stream):
+        s = self._streams.get(stream)
+        if s is None:
+            s = self._streams[stream] = self._driver.CUstream(stream)
+        with self._lock:            # the block is copied by the driver during the call
+            for i, p in enumerate(pointers):
+                self._values[i] = p
+            err, = self._launch(self._f, self._grid, 1, 1, self._block, 1, 1, 0, s,
+                                self._params, 0)
+        if err != 0:
+            raise RuntimeError(f"cuLaunchKernel failed: {err!r}")
+
+
 class Launcher:
-    """One kernel ready to launch: the numba kernel, its grid, and where its args come from."""
+    """One kernel ready to launch: the compiled kernel, its grid, where its args come from."""
 
     def __init__(self, lowered_kernel, simulator):
         lk = lowered_kernel
-        source = lk.sim_source if simulator else lk.source
-        self.kernel, self.path = jit_kernel(source, lk.name, simulator, lk.block)
         self.grid, self.block = lk.grid, lk.block
         self.params = [(kind, pos) for _, kind, _, pos in lk.program.params]
+        self.simulator = simulator
+        if simulator:
+            self.kernel, self.path = jit_kernel(lk.sim_source, lk.name, True)
+            return
+        dtypes = [dt for _, _, dt, _ in lk.program.params]
+        self.kernel, self.path = jit_kernel(lk.source, lk.name, False, lk.block,
+                                            pointer_dtypes=dtypes)
+        compiled = next(iter(self.kernel.overloads.values()))
+        self.cufunc = compiled._codelibrary.get_cufunc()
+        self.launch = _DriverLaunch(self.cufunc.handle, len(self.params), self.grid,
+                                    self.block)
 
 
 def make_launchers(lowered, simulator):
@@ -22,13 +69,37 @@ def make_launchers(lowered, simulator):
 
 
 class CallContext:
-    """Where a call's arrays live and what kind of arrays the caller gets back."""
+    """Where a call's arrays live, which stream it uses, what kind of arrays it returns."""
 
-    def __init__(self, simulator, result_kind):
-        self.simulator, self.result_kind = simulator, result_kind
+    def __init__(self, simulator, result_kind, stream=0):
+        self.simulator, self.result_kind, self.stream = simulator, result_kind, stream
 
 
-def prepare_leaves(leaves, simulator):
+def _current_stream(kind):
+    if kind == "torch":
+        import torch
+        return torch.cuda.current_stream().cuda_stream
+    cp = arrays.cupy_module()
+    return cp.cuda.get_current_stream().ptr if cp is not None else 0
+
+
+def stream_handle(stream):
+    """A raw CUstream handle from a CuPy stream, a torch stream, or an int."""
+    if stream is None:
+        return None
+    if isinstance(stream, (int, np.integer)):
+        return int(stream)
+    for attr in ("ptr", "cuda_stream", "handle"):
+        h = getattr(stream, attr, None)
+        if h is not None:
+            return int(h) if not hasattr(h, "value") else int(h.value)
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    raise ArgumentError(f"stream= must be a CuPy stream, a torch stream or a raw handle, got "
+                        f"{type(stream).__name__}")
+
+
+def prepare_leaves(leaves, simulator, stream=None):
     """Move host arrays to the device when running on a GPU; returns (leaves, context)."""
     arrs = [l for l in leaves if l.array is not None]
     kinds = {l.array.kind for l in arrs}
@@ -48,63 +119,55 @@ def prepare_leaves(leaves, simulator):
     cp = arrays.cupy_module()
     for l in arrs:
         if l.array.where == arrays.HOST:
-            if cp is not None:
-                dev = cp.asarray(np.ascontiguousarray(l.array.obj))
-            else:
-                from numba import cuda
-                dev = cuda.to_device(np.ascontiguousarray(l.array.obj))
-            l.array = arrays.inspect_array(dev, l.name)
-    return leaves, CallContext(False, result_kind)
+            if cp is None:
+                raise ArgumentError("running on a GPU needs CuPy for NumPy inputs: "
+                                    "pip install cupy-cuda13x")
+            l.array = arrays.inspect_array(cp.asarray(np.ascontiguousarray(l.array.obj)),
+                                           l.name)
+    s = stream_handle(stream)
+    ctx = CallContext(False, result_kind, _current_stream(result_kind) if s is None else s)
+    return leaves, ctx
 
 
 def _alloc(ctx, dtype, shape):
     if ctx.simulator:
         return np.empty(shape, dtype)
-    cp = arrays.cupy_module()
-    if cp is not None:
-        return cp.empty(shape, dtype)
-    from numba import cuda
-    return cuda.device_array(shape, dtype)
+    if ctx.result_kind == "torch":
+        import torch
+        return torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device="cuda")
+    return arrays.cupy_module().empty(shape, dtype)
 
 
-def _flat(ctx, arr):
-    if ctx.simulator:
-        return arr.reshape(-1)
-    if hasattr(arr, "reshape") and type(arr).__module__.startswith("cupy"):
-        return arr.reshape(-1)
-    cai = arr.__cuda_array_interface__
-    n = int(np.prod(cai["shape"], dtype=np.int64))
-    return arrays.DeviceSpan(cai["data"][0], n, np.dtype(cai["typestr"]), arr)
-
-
-def _input_buffer(ctx, arg):
-    return arrays.host_buffer(arg) if ctx.simulator else arrays.device_buffer(arg)
+def _device_ptr(arr):
+    if hasattr(arr, "data_ptr"):
+        return arr.data_ptr()
+    return arr.data.ptr
 
 
 def run(compiled, leaves, ctx):
     lowered = compiled.lowered
     outs = [_alloc(ctx, dt, shape) for dt, shape in lowered.out_specs]
+    if any(int(np.prod(s)) == 0 for _, s in lowered.out_specs):
+        return _structure(lowered.structure, [_convert(ctx, o) for o in outs])
     for launcher in compiled.launchers:
-        if launcher.grid == 0 or any(int(np.prod(s)) == 0 for _, s in lowered.out_specs):
+        if launcher.grid == 0:
             continue
-        args = []
-        for kind, pos in launcher.params:
-            if kind == "in":
-                args.append(_input_buffer(ctx, leaves[pos].array))
-            else:
-                args.append(_flat(ctx, outs[pos]))
-        launcher.kernel[launcher.grid, launcher.block](*args)
+        if ctx.simulator:
+            args = [arrays.host_buffer(leaves[pos].array) if kind == "in" else
+                    outs[pos].reshape(-1) for kind, pos in launcher.params]
+            launcher.kernel[launcher.grid, launcher.block](*args)
+        else:
+            ptrs = [leaves[pos].array.base_ptr if kind == "in" else _device_ptr(outs[pos])
+                    for kind, pos in launcher.params]
+            launcher.launch(ptrs, ctx.stream)
     return _structure(lowered.structure, [_convert(ctx, o) for o in outs])
 
 
 def _convert(ctx, out):
     if ctx.result_kind == "numpy":
         if not isinstance(out, np.ndarray):
-            out = out.get() if hasattr(out, "get") else out.copy_to_host()
+            out = out.get()
         return out[()] if out.ndim == 0 else out
-    if ctx.result_kind == "torch":
-        import torch
-        return torch.from_dlpack(out)
     return out
 
 
