@@ -70,9 +70,9 @@ def identity(kind_name, dt):
     if kind_name in ("max", "argmax"):
         if dt.kind == "f":
             return dt.type(-np.inf)
-        return dt.type(False) if dt.kind == "b" else np.iinfo(dt).min
+        return dt.type(False) if dt.kind == "b" else dt.type(np.iinfo(dt).min)
     if kind_name in ("min", "argmin"):
         if dt.kind == "f":
             return dt.type(np.inf)
-        return dt.type(True) if dt.kind == "b" else np.iinfo(dt).max
+        return dt.type(True) if dt.kind == "b" else dt.type(np.iinfo(dt).max)
     raise ValueError(kind_name)

@@ -36,7 +36,15 @@ class ArgumentError(NumbamrError, TypeError):
 
 
 class FusionError(NumbamrError):
-    """The program cannot be compiled into the kernels asked for."""
+    """The program cannot be compiled into the kernels asked for.
+
+    ``node`` is the reduction that would have to be computed by an earlier kernel, where one
+    is to blame; the scheduler materializes it and tries again.
+    """
+
+    def __init__(self, message, loc=None, node=None):
+        super().__init__(message, loc)
+        self.node = node
 
 
 class CompileError(NumbamrError):

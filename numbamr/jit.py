@@ -13,7 +13,7 @@ import numpy as np
 from . import settings
 from .errors import ArgumentError, NumbamrError
 from .graph import format_graph
-from .lowering import lower_kernel, KernelOptions
+from .lowering import lower_built, KernelOptions
 from .runtime import arrays
 from .schedule import schedule, format_schedule
 from .trace import trace
@@ -22,10 +22,11 @@ from .trace import trace
 class Lowered:
     """What a call would run: the traced graph, the kernels and their sources."""
 
-    def __init__(self, graph_text, schedule_text, kernels, out_specs, structure):
+    def __init__(self, graph_text, schedule_text, kernels, out_specs, structure, temps):
         self.graph_text, self.schedule_text = graph_text, schedule_text
         self.kernels = kernels
         self.out_specs, self.structure = out_specs, structure
+        self.temps = temps          # intermediates kernels pass through memory
 
     def as_text(self):
         """The emitted numba.cuda source of every kernel."""
@@ -122,16 +123,15 @@ class JitFunction:
                    l.array.aligned}
         names = {i: l.name for i, l in enumerate(leaves)}
         sim = settings.simulator() if simulator is None else simulator
+        groups, temps = schedule(graph, outputs, layouts, _ident(self.__name__), names)
+        aligned |= {("in", t.name) for t in temps}
         kernels = []
-        groups = schedule(outputs, self.__name__)
         for g in groups:
-            out_layouts = [(_c_strides(o.shape), 0) for o in g.outputs]
             aligned_all = aligned | {("out", i) for i in range(len(g.outputs))}
-            kernels.append(lower_kernel(_ident(g.name), g.outputs, layouts, out_layouts,
-                                        self.options, sim, aligned_all, names))
+            kernels.append(lower_built(g.kernel, self.options, sim, aligned_all, g.targets))
         out_specs = [(o.dtype, o.shape) for o in outputs]
         return Lowered(format_graph(outputs), format_schedule(groups), kernels, out_specs,
-                       structure)
+                       structure, temps)
 
     def lower(self, *args, **kwargs):
         """The kernels a call with these arguments would run (nothing is run)."""
@@ -164,14 +164,6 @@ class JitFunction:
                 while len(self._cache) > settings.current().max_signatures:
                     self._cache.popitem(last=False)
             return compiled
-
-
-def _c_strides(shape):
-    out, acc = [], 1
-    for n in reversed(shape):
-        out.append(0 if n == 1 else acc)
-        acc *= n
-    return tuple(reversed(out))
 
 
 def _ident(name):

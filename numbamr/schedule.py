@@ -1,23 +1,210 @@
-"""Schedule: which outputs are computed by which kernel.
+"""Schedule: which outputs are computed by which kernel, and what goes through memory.
 
-A group of outputs that share one iteration space becomes one kernel (``lowering.kernel``
-decides whether they really can: a nested reduction raises ``FusionError``).
+Start from one kernel for all outputs. When the kernel analysis finds a reduction nested in
+another loop (``FusionError.node``), that reduction is *materialized*: computed by an earlier
+kernel into a temporary buffer, and read back as a ``BUFFER`` leaf. Outputs whose reductions
+leave different row shapes go to separate kernels, as few as possible.
+
+Before that, long reductions over few rows (a whole-array ``x.sum()``) are split: the reduced
+axes become (segments, segment length), each segment is reduced by its own block into a
+temporary, and the segments are combined by the consumer (cheaply, by every block that needs
+the result). So every reduction spreads over the whole GPU.
 """
 from dataclasses import dataclass
 
-from .graph import format_graph
+import numpy as np
+
+from .errors import FusionError
+from .graph import format_graph, toposort
+from .lowering.kernel import build_kernel
+from .ops import Op, ReduceKind
+
+SPLIT_KINDS = {ReduceKind.SUM, ReduceKind.MAX, ReduceKind.MIN, ReduceKind.PROD}
+SPLIT_MAX_ROWS = 256            # reductions with fewer rows than this ...
+SPLIT_MIN_EXTENT = 1 << 15      # ... and at least this many elements a row are split
+SPLIT_TARGET_BLOCKS = 2048
 
 
 @dataclass
 class KernelGroup:
     name: str
     outputs: list          # graph nodes computed by this kernel
+    targets: list          # per output: ('out', user output index) or ('tmp', temp name)
+    kernel: object         # lowering.kernel.Kernel
 
 
-def schedule(outputs, name):
-    """All outputs in one kernel."""
-    return [KernelGroup(name, list(outputs))]
+@dataclass
+class Temp:
+    name: str
+    dtype: np.dtype
+    shape: tuple
+
+
+def c_strides(shape):
+    out, acc = [], 1
+    for n in reversed(shape):
+        out.append(0 if n == 1 else acc)
+        acc *= n
+    return tuple(reversed(out))
+
+
+class Scheduler:
+    def __init__(self, graph, layouts, name, arg_names):
+        self.graph, self.name, self.arg_names = graph, name, dict(arg_names)
+        self.layouts = dict(layouts)
+        self.groups, self.temps = [], []
+        self.buffers = {}               # id(node) -> BUFFER node replacing it
+
+    # ---- graph rewriting ---------------------------------------------------------------
+    def rebuild(self, roots, rule):
+        """Rebuild the DAG under ``roots`` bottom-up; ``rule(node, new_srcs)`` may replace."""
+        memo = {}
+        for n in toposort(roots):
+            srcs = tuple(memo[id(s)] for s in n.srcs)
+            new = rule(n, srcs)
+            if new is None:
+                new = n if all(a is b for a, b in zip(srcs, n.srcs)) else \
+                    self.graph.node(n.op, n.dtype, n.shape, srcs, n.arg, n.loc)
+            memo[id(n)] = new
+        return [memo[id(r)] for r in roots]
+
+    def with_buffers(self, roots):
+        def rule(n, srcs):
+            if id(n) in self.buffers:
+                return self.buffers[id(n)]
+            if all(a is b for a, b in zip(srcs, n.srcs)):
+                return None
+            rebuilt = self.graph.node(n.op, n.dtype, n.shape, srcs, n.arg, n.loc)
+            return self.buffers.get(id(rebuilt), rebuilt)
+        return self.rebuild(roots, rule)
+
+    def split_long_reductions(self, roots):
+        return self.rebuild(roots, self._split)
+
+    def _split(self, n, srcs):
+        if n.op is not Op.REDUCE or n.arg[0] not in SPLIT_KINDS:
+            return None
+        kind, axes = n.arg
+        src = srcs[0]
+        rows = int(np.prod(n.shape, dtype=np.int64))
+        extent = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
+        if rows >= SPLIT_MAX_ROWS or extent < SPLIT_MIN_EXTENT:
+            return None
+        segments = _segments(extent, max(2, SPLIT_TARGET_BLOCKS // rows))
+        if segments < 2:
+            return None
+        g = self.graph
+        kept = [a for a in range(src.ndim) if a not in axes]
+        perm = kept + list(axes)
+        kept_shape = tuple(src.shape[a] for a in kept)
+        x = src
+        if perm != list(range(src.ndim)):
+            x = g.node(Op.PERMUTE, src.dtype, tuple(src.shape[p] for p in perm), (src,),
+                       tuple(perm), n.loc)
+        x = g.node(Op.RESHAPE, src.dtype, kept_shape + (segments, extent // segments), (x,),
+                   kept_shape + (segments, extent // segments), n.loc)
+        last = len(kept_shape) + 1
+        inner = g.node(Op.REDUCE, n.dtype, kept_shape + (segments, 1), (x,), (kind, (last,)),
+                       n.loc)
+        outer = g.node(Op.REDUCE, n.dtype, kept_shape + (1, 1), (inner,),
+                       (kind, (last - 1,)), n.loc)
+        return g.node(Op.RESHAPE, n.dtype, n.shape, (outer,), n.shape, n.loc)
+
+    # ---- kernels -----------------------------------------------------------------------
+    def kernel_name(self):
+        return self.name if not self.groups else f"{self.name}_{len(self.groups)}"
+
+    def build(self, nodes, targets):
+        out_layouts = [(c_strides(n.shape), 0) for n in nodes]
+        return build_kernel(nodes, self.layouts, out_layouts, self.kernel_name(),
+                            self.arg_names)
+
+    def materialize(self, node):
+        name = f"t{len(self.temps)}"
+        self.temps.append(Temp(name, node.dtype, node.shape))
+        self.schedule([node], [("tmp", name)])
+        self.layouts[name] = (c_strides(node.shape), 0)
+        self.arg_names[name] = name
+        self.buffers[id(node)] = self.graph.node(Op.BUFFER, node.dtype, node.shape, (), name,
+                                                 node.loc)
+
+    def schedule(self, nodes, targets):
+        """Kernels computing ``nodes`` (already split), earlier kernels first."""
+        while True:
+            current = self.with_buffers(nodes)
+            try:
+                kernel = self.build(current, targets)
+            except FusionError as e:
+                if e.node is not None and id(e.node) not in self.buffers:
+                    self.materialize(e.node)
+                    continue
+                if len(nodes) > 1:
+                    self.schedule_apart(nodes, targets)
+                    return
+                raise
+            self.groups.append(KernelGroup(kernel.name, current, list(targets), kernel))
+            return
+
+    def schedule_apart(self, nodes, targets):
+        """Outputs that cannot share a kernel: as few groups as first-fit finds."""
+        buckets = []
+        for n, t in zip(nodes, targets):
+            for b in buckets:
+                try:
+                    self.build(self.with_buffers(b[0] + [n]), b[1] + [t])
+                except FusionError:
+                    continue
+                b[0].append(n)
+                b[1].append(t)
+                break
+            else:
+                buckets.append(([n], [t]))
+        if len(buckets) == 1:
+            raise FusionError("these outputs cannot be computed by one kernel",
+                              nodes[0].loc)
+        for b_nodes, b_targets in buckets:
+            self.schedule(b_nodes, b_targets)
+
+
+def merge_groups(s):
+    """Fewer kernels: move each kernel into the earliest one it can share a launch with (it
+    reads nothing that kernel or a later one writes, and one analysis covers both)."""
+    merged = []
+    for g in s.groups:
+        reads = {n.arg for n in toposort(g.outputs) if n.op is Op.BUFFER}
+        written_by = {t[1]: i for i, m in enumerate(merged) for t in m.targets if t[0] == "tmp"}
+        first = max((written_by[r] + 1 for r in reads if r in written_by), default=0)
+        for m in merged[first:]:
+            try:
+                kernel = build_kernel(m.outputs + g.outputs, s.layouts,
+                                      [(c_strides(n.shape), 0) for n in m.outputs + g.outputs],
+                                      m.name, s.arg_names)
+            except FusionError:
+                continue
+            m.outputs, m.targets, m.kernel = m.outputs + g.outputs, m.targets + g.targets, kernel
+            break
+        else:
+            merged.append(g)
+    return merged
+
+
+def _segments(extent, most):
+    """The most segments (<= ``most``) that divide ``extent`` into pieces of >= 2048."""
+    best = 1
+    for d in range(2, min(most, extent // 2048) + 1):
+        if extent % d == 0:
+            best = d
+    return best
+
+
+def schedule(graph, outputs, layouts, name, arg_names):
+    """Kernel groups (in launch order) and temporaries for ``outputs``."""
+    s = Scheduler(graph, layouts, name, arg_names)
+    split = s.split_long_reductions(outputs)
+    s.schedule(split, [("out", i) for i in range(len(outputs))])
+    return merge_groups(s), s.temps
 
 
 def format_schedule(groups):
-    return "\n\n".join(f"kernel {g.name}:\n{format_graph(g.outputs)}" for g in groups)
+    return "\n\n".join(f"kernel {g.name} -> {g.targets}:\n{format_graph(g.outputs)}"
+                       for g in groups)

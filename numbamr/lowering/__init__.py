@@ -10,13 +10,18 @@ from .emit import emit
 
 @dataclass
 class LoweredKernel:
-    """Everything known about one kernel; ``source`` is what numba.cuda compiles on a GPU."""
+    """Everything known about one kernel; ``source`` is what numba.cuda compiles on a GPU.
+
+    ``targets`` says where each of its outputs goes: ('out', i) is the user's output i,
+    ('tmp', name) a temporary that a later kernel reads.
+    """
     name: str
     kernel: object          # lowering.kernel.Kernel
     layout: object          # lowering.options.Layout
     program: object         # lowering.linearize.Program
     source: str             # numba.cuda source (GPU target)
     sim_source: str         # the same kernel for numba's CPU simulator
+    targets: list = None
 
     @property
     def grid(self):
@@ -33,14 +38,19 @@ class LoweredKernel:
         return format_kernel(self.kernel) + "\n" + format_program(self.program)
 
 
+def lower_built(kernel, options=None, simulator=False, aligned=None, targets=None):
+    """Layout, linear program, verification and source for an analyzed kernel."""
+    layout = choose(kernel, options, simulator)
+    program = verify(linearize(kernel, layout, aligned, simulator))
+    return LoweredKernel(kernel.name, kernel, layout, program, emit(program, "cuda"),
+                         emit(program, "sim"), targets)
+
+
 def lower_kernel(name, outputs, layouts, out_layouts, options=None, simulator=False,
                  aligned=None, arg_names=None):
     kernel = build_kernel(outputs, layouts, out_layouts, name, arg_names)
-    layout = choose(kernel, options, simulator)
-    program = verify(linearize(kernel, layout, aligned, simulator))
-    return LoweredKernel(name, kernel, layout, program, emit(program, "cuda"),
-                         emit(program, "sim"))
+    return lower_built(kernel, options, simulator, aligned)
 
 
-__all__ = ["lower_kernel", "LoweredKernel", "KernelOptions", "choose", "format_kernel",
+__all__ = ["lower_kernel", "lower_built", "LoweredKernel", "KernelOptions", "choose", "format_kernel",
            "format_program"]

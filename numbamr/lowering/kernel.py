@@ -150,7 +150,7 @@ class _Evaluator:
 
     def _ev(self, node, idx):
         op, vb = node.op, self.vb
-        if op is Op.INPUT:
+        if op in (Op.INPUT, Op.BUFFER):
             strides, offset = self.layouts[node.arg]
             addr = sym.lift(offset)
             for i, s in zip(idx, strides):
@@ -196,7 +196,7 @@ class _Evaluator:
             raise FusionError(
                 f"this {kind.value} reduction is used inside another loop at a different "
                 "index (a reduction over other axes, or a reduction result re-indexed by a "
-                "loop): that needs more than one kernel", node.loc)
+                "loop): that needs more than one kernel", node.loc, node=node)
         inst = self.instances.get((node.id, key))
         if inst is None:
             src = node.srcs[0]
@@ -337,14 +337,15 @@ def build_kernel(outputs, layouts, out_layouts, name="kernel", arg_names=None):
             addr = addr + i * s
         stores.append(Store(pos, value, addr, out.dtype, group))
     reduces = _order_reduces(list(ev.instances.values()))
-    inputs = {pos: (n.dtype, (arg_names or {}).get(pos, f"in{pos}"))
-              for pos, n in _input_nodes(outputs).items()}
+    inputs = {key: (n.dtype, (arg_names or {}).get(key, key if isinstance(key, str)
+                                                    else f"in{key}"))
+              for key, n in _input_nodes(outputs).items()}
     return Kernel(name, row, pshape, list(ev.groups.values()), reduces, stores, inputs,
                   [(o.dtype, o.shape) for o in outputs], dict(arg_names or {}))
 
 
 def _input_nodes(outputs):
-    return {n.arg: n for n in toposort(outputs) if n.op is Op.INPUT}
+    return {n.arg: n for n in toposort(outputs) if n.op in (Op.INPUT, Op.BUFFER)}
 
 
 def _order_reduces(instances):

@@ -176,7 +176,8 @@ class Linearizer:
 
     def prologue(self):
         k, L = self.k, self.L
-        for pos, (dt, name) in sorted(k.inputs.items()):
+        for pos, (dt, name) in sorted(k.inputs.items(),
+                                      key=lambda kv: (isinstance(kv[0], str), str(kv[0]))):
             self.params.append((self.names.new(name), "in", dt, pos))
         for pos, (dt, _) in enumerate(k.outputs):
             self.params.append((self.names.new(f"out{pos}"), "out", dt, pos))

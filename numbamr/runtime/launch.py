@@ -50,7 +50,10 @@ class Launcher:
     def __init__(self, lowered_kernel, simulator):
         lk = lowered_kernel
         self.grid, self.block = lk.grid, lk.block
-        self.params = [(kind, pos) for _, kind, _, pos in lk.program.params]
+        # where each parameter comes from: ('leaf', arg position), ('out', i), ('tmp', name)
+        self.params = [(("tmp", pos) if isinstance(pos, str) else ("leaf", pos))
+                       if kind == "in" else tuple(lk.targets[pos])
+                       for _, kind, _, pos in lk.program.params]
         self.simulator = simulator
         if simulator:
             self.kernel, self.path = jit_kernel(lk.sim_source, lk.name, True)
@@ -147,18 +150,21 @@ def _device_ptr(arr):
 def run(compiled, leaves, ctx):
     lowered = compiled.lowered
     outs = [_alloc(ctx, dt, shape) for dt, shape in lowered.out_specs]
-    if any(int(np.prod(s)) == 0 for _, s in lowered.out_specs):
+    if any(0 in s for _, s in lowered.out_specs):
         return _structure(lowered.structure, [_convert(ctx, o) for o in outs])
+    temps = {t.name: _alloc(ctx, t.dtype, t.shape) for t in lowered.temps}
     for launcher in compiled.launchers:
         if launcher.grid == 0:
             continue
         if ctx.simulator:
-            args = [arrays.host_buffer(leaves[pos].array) if kind == "in" else
-                    outs[pos].reshape(-1) for kind, pos in launcher.params]
+            args = [arrays.host_buffer(leaves[i].array) if src == "leaf" else
+                    (outs[i] if src == "out" else temps[i]).reshape(-1)
+                    for src, i in launcher.params]
             launcher.kernel[launcher.grid, launcher.block](*args)
         else:
-            ptrs = [leaves[pos].array.base_ptr if kind == "in" else _device_ptr(outs[pos])
-                    for kind, pos in launcher.params]
+            ptrs = [leaves[i].array.base_ptr if src == "leaf" else
+                    _device_ptr(outs[i] if src == "out" else temps[i])
+                    for src, i in launcher.params]
             launcher.launch(ptrs, ctx.stream)
     return _structure(lowered.structure, [_convert(ctx, o) for o in outs])
 
