@@ -177,7 +177,11 @@ def jit(fn=None, **options):
     Use bare (``@numbamr.jit``) or with kernel options (``@numbamr.jit(threads_per_row=64)``);
     see ``numbamr.KernelOptions`` for the options.
     """
-    opts = KernelOptions(**options)
+    try:
+        opts = KernelOptions(**options)
+    except TypeError as e:
+        raise ArgumentError(f"numbamr.jit: unknown option ({e}); the options are "
+                            "threads_per_row, rows_per_block, vector, upcast, unroll, layout")
     if fn is None:
         return lambda f: JitFunction(f, opts)
     if not callable(fn):

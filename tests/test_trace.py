@@ -43,14 +43,6 @@ def dtype_of(a):
     return to_host(a).dtype
 
 
-# numbamr.dtypes.identity returns a Python int (np.iinfo(dt).min / .max) for integer max, min,
-# argmax and argmin, and lowering/linearize.py calls .item() on it: AttributeError.
-INT_MINMAX_BUG = pytest.mark.xfail(
-    raises=AttributeError, strict=True,
-    reason="bug outside trace.py: dtypes.identity gives a Python int for integer max/min/"
-           "argmax/argmin, linearize.identity_literal calls .item() on it")
-
-
 # ==========================================================================================
 # numpy dtype rules
 # ==========================================================================================
@@ -89,8 +81,8 @@ DTYPE_CASES = [
     ("i32.mean()", lambda x: x.mean(), (I32,), np.float64),
     ("i32.mean(1)", lambda x: x.mean(axis=1), (I32,), np.float64),
     ("i32.var(1)", lambda x: x.var(axis=1), (I32,), np.float64),
-    ("i32.max(1)", lambda x: x.max(axis=1), (I32,), np.int32, INT_MINMAX_BUG),
-    ("i32.argmax(1)", lambda x: x.argmax(axis=1), (I32,), np.int64, INT_MINMAX_BUG),
+    ("i32.max(1)", lambda x: x.max(axis=1), (I32,), np.int32),
+    ("i32.argmax(1)", lambda x: x.argmax(axis=1), (I32,), np.int64),
     ("bool.sum()", lambda x: (x > 0).sum(), (X32,), np.int64),
     ("bool.sum(1)", lambda x: (x > 0).sum(axis=1), (X32,), np.int64),
     ("bool.mean(1)", lambda x: (x > 0).mean(axis=1), (X32,), np.float64),
@@ -111,6 +103,9 @@ DTYPE_CASES = [
     ("f32.astype(i32)", lambda x: (x * 4).astype(np.int32), (X32,), np.int32),
     ("i32.astype(f32)", lambda x: x.astype(np.float32) / 3, (I32,), np.float32),
     ("f64+f32", lambda x, y: x + y, (X32.astype(np.float64), Y32), np.float64),
+    ("f32.sum(dtype=f64)", lambda x: x.sum(axis=1, dtype=np.float64), (X32,), np.float64),
+    ("f32.mean(dtype=f64)", lambda x: np.mean(x, axis=1, dtype=np.float64), (X32,), np.float64),
+    ("bool.sum(dtype=i32)", lambda x: (x > 0).sum(axis=1, dtype=np.int32), (X32,), np.int32),
     ("square(bool)", lambda x: np.square(x > 0), (X32,), np.int8),
     ("reciprocal(bool)", lambda x: np.reciprocal(x > 0.5) * 3, (X32,), np.int8),
     ("reciprocal(i32)", lambda x: np.reciprocal(x),      # nonzero: 1/0 is undefined
@@ -183,8 +178,6 @@ UFUNC_CASES = [
     ("power_half", lambda p, s: p ** 0.5),
     ("power_scalar", lambda p, s: np.power(p, 1.5)),
     ("logaddexp", lambda p, s: np.logaddexp(p, s)),
-    ("where", lambda p, s: np.where(s > 0, p, s)),
-    ("where_scalar", lambda p, s: np.where(s > 0, s, 0.0)),
     ("greater", lambda p, s: np.greater(p, s)),
     ("less_equal", lambda p, s: np.less_equal(s, 0.1)),
     ("equal", lambda p, s: np.equal(np.floor(s), 0)),
@@ -221,6 +214,8 @@ FUNCTION_CASES = [
     ("np.any", lambda x: np.any(x > 1.5, axis=1)),
     ("np.all", lambda x: np.all(x > -2.0, axis=1)),
     ("np.where", lambda x: np.where(x > 0, x, 0.1 * x)),
+    ("np.where_scalar", lambda x: np.where(x > 0, x, 0.0)),
+    ("np.where_bcast", lambda x: np.where(x[:1] > 0, x[:, :1], x)),
     ("np.clip", lambda x: np.clip(x, -0.5, 0.75)),
     ("np.clip_upper", lambda x: np.clip(x, None, 0.25)),
     ("np.reshape", lambda x: np.reshape(x, (2, -1)) * 2),
@@ -316,6 +311,14 @@ def test_logsumexp_of_large_values_is_stable():
     x = f32(3, 40, seed=14, scale=300.0)        # exp would overflow float32 without the max
     got = check(lambda x: nm.logsumexp(x, axis=1), x, ref=lambda x: _np_logsumexp(x, axis=1))
     assert np.all(np.isfinite(got))
+
+
+def test_nan_propagates_as_in_numpy():
+    x = f32(4, 30, seed=15)
+    x[1, 7] = np.nan
+    x[3, 0] = np.nan
+    check(lambda x: (x.max(axis=1), x.min(axis=1), x.sum(axis=1), x.argmax(axis=1)), x)
+    check(lambda x: np.maximum(x, 0.0) + np.minimum(x, 0.5), x)
 
 
 def test_nm_functions_on_plain_numpy_arrays_are_numpy():
@@ -445,8 +448,7 @@ def test_arg_reductions(kind, axis, keepdims):
 
 
 @pytest.mark.parametrize("kind", [
-    "sum", "prod", pytest.param("max", marks=INT_MINMAX_BUG),
-    pytest.param("min", marks=INT_MINMAX_BUG)])
+    "sum", "prod", "max", "min"])
 def test_integer_reductions(kind):
     x = ints(4, 30, lo=-3, hi=4, seed=32)
     check(lambda x: (getattr(x, kind)(axis=1), getattr(x, kind)(axis=1, keepdims=True) * 2), x)
@@ -553,6 +555,7 @@ def test_static_lower_gives_kernel_sources():
     assert len(low.kernels) >= 1
     for k in low.kernels:
         assert isinstance(k.source, str) and "cuda" in k.source
+        assert k.as_text() == k.source
     text = low.as_text()
     assert isinstance(text, str) and all(k.source in text for k in low.kernels)
     # the static value is baked into the kernel: another eps gives another kernel source
