@@ -31,7 +31,7 @@ def sync_all():
     cupy.cuda.runtime.deviceSynchronize()
 
 
-def timeit(fn, target_s=0.25, trials=5):
+def timeit(fn, target_s=0.15, trials=3):
     """Median seconds per call of ``fn`` (device work included)."""
     fn()
     sync_all()

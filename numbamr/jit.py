@@ -15,6 +15,7 @@ from .errors import ArgumentError, NumbamrError
 from .graph import format_graph
 from .lowering import lower_built, KernelOptions
 from .runtime import arrays
+from .runtime.launch import prepare_leaves, run, make_launchers
 from .schedule import schedule, format_schedule
 from .trace import trace
 
@@ -70,6 +71,11 @@ class JitFunction:
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
         self._sig = inspect.signature(fn)
+        params = list(self._sig.parameters.values())
+        # plain positional parameters: calls without keywords skip inspect's binding
+        self._simple = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+        self._names = [p.name for p in params]
+        self._defaults = [p.default for p in params]
         self._cache = collections.OrderedDict()
         self._lock = threading.RLock()
 
@@ -139,22 +145,33 @@ class JitFunction:
         return self._lower(bound, leaves)
 
     # ---- calling ------------------------------------------------------------------------
+    def _fast_leaves(self, args):
+        """Leaves of a keyword-free call of a function with plain parameters, or None."""
+        n = len(self._names)
+        if not self._simple or len(args) > n:
+            return None
+        values = list(args) + self._defaults[len(args):]
+        if any(v is inspect.Parameter.empty for v in values):
+            return None
+        return [_Leaf(name, v, arrays.inspect_array(v, name))
+                for name, v in zip(self._names, values)]
+
     def __call__(self, *args, **kwargs):
         stream = kwargs.pop("stream", None) if "stream" not in self._sig.parameters else None
-        bound, leaves = self._bind(args, kwargs)
-        from .runtime.launch import prepare_leaves, run
+        leaves = None if kwargs else self._fast_leaves(args)
+        bound = None
+        if leaves is None:
+            bound, leaves = self._bind(args, kwargs)
         leaves, ctx = prepare_leaves(leaves, settings.simulator(), stream)
-        key = tuple(l.key() for l in leaves)
-        with self._lock:
-            compiled = self._cache.get(key)
-            if compiled is not None:
-                self._cache.move_to_end(key)
+        key = tuple([l.key() for l in leaves])
+        compiled = self._cache.get(key)
         if compiled is None:
+            if bound is None:
+                bound, _ = self._bind(args, kwargs)
             compiled = self._compile(bound, leaves, key)
         return run(compiled, leaves, ctx)
 
     def _compile(self, bound, leaves, key):
-        from .runtime.launch import make_launchers
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is None:

@@ -20,9 +20,11 @@ from .lowering.kernel import build_kernel
 from .ops import Op, ReduceKind
 
 SPLIT_KINDS = {ReduceKind.SUM, ReduceKind.MAX, ReduceKind.MIN, ReduceKind.PROD}
-SPLIT_MAX_ROWS = 256            # reductions with fewer rows than this ...
-SPLIT_MIN_EXTENT = 1 << 15      # ... and at least this many elements a row are split
-SPLIT_TARGET_BLOCKS = 2048
+SPLIT_MIN_BLOCKS = 264          # reductions that would fill fewer blocks than this (2 per SM)
+SPLIT_MIN_EXTENT = 1 << 14      # ... and reduce at least this many elements a row are split
+SPLIT_TARGET_BLOCKS = 1024      # ... into segments, until about this many blocks
+SPLIT_MIN_SEGMENT = 2048
+COL_ROWS_PER_BLOCK = 32         # rows a block takes when reduced axes are not contiguous
 
 
 @dataclass
@@ -88,9 +90,10 @@ class Scheduler:
         src = srcs[0]
         rows = int(np.prod(n.shape, dtype=np.int64))
         extent = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
-        if rows >= SPLIT_MAX_ROWS or extent < SPLIT_MIN_EXTENT:
+        blocks = rows if src.ndim - 1 in axes else -(-rows // COL_ROWS_PER_BLOCK)
+        if blocks >= SPLIT_MIN_BLOCKS or extent < SPLIT_MIN_EXTENT:
             return None
-        segments = _segments(extent, max(2, SPLIT_TARGET_BLOCKS // rows))
+        segments = _segments(extent, -(-SPLIT_TARGET_BLOCKS // blocks))
         if segments < 2:
             return None
         g = self.graph
@@ -189,9 +192,10 @@ def merge_groups(s):
 
 
 def _segments(extent, most):
-    """The most segments (<= ``most``) that divide ``extent`` into pieces of >= 2048."""
+    """The most segments (<= ``most``) that divide ``extent`` into pieces of at least
+    SPLIT_MIN_SEGMENT elements."""
     best = 1
-    for d in range(2, min(most, extent // 2048) + 1):
+    for d in range(2, min(most, extent // SPLIT_MIN_SEGMENT) + 1):
         if extent % d == 0:
             best = d
     return best

@@ -46,5 +46,14 @@ def current():
 
 
 def simulator():
-    """True when numba runs kernels in its CPU simulator (NUMBA_ENABLE_CUDASIM=1)."""
-    return _bool("NUMBA_ENABLE_CUDASIM", False)
+    """True when numba runs kernels in its CPU simulator (NUMBA_ENABLE_CUDASIM=1).
+
+    numba reads the variable once, when ``numba.cuda`` is first imported; so do we.
+    """
+    global _SIMULATOR
+    if _SIMULATOR is None:
+        _SIMULATOR = _bool("NUMBA_ENABLE_CUDASIM", False)
+    return _SIMULATOR
+
+
+_SIMULATOR = None

@@ -127,6 +127,11 @@ def _prefers_col(kernel):
     return False
 
 
+def _narrowest_load(kernel):
+    sizes = [np.dtype(dt).itemsize for g in kernel.groups for dt, _ in _accesses(kernel, g)]
+    return min(sizes, default=4)
+
+
 def choose(kernel, forced=None, simulator=False):
     """Resolve every option for ``kernel``: forced values win, heuristics fill the rest."""
     forced = forced or KernelOptions()
@@ -135,15 +140,14 @@ def choose(kernel, forced=None, simulator=False):
     nrows = kernel.nrows
     vectors = {g.id: _vector_width(kernel, g, 1 if layout == "col" else forced.vector)
                for g in kernel.groups}
-    vmax = max(vectors.values(), default=1)
     cap = 32 if simulator else 1024
     if forced.threads_per_row is not None:
         t = forced.threads_per_row
     elif layout == "col":
         t = 1 if extent <= 1 else min(8, _pow2_ceil(extent))
-    else:
-        per_thread = 2 if simulator else 16
-        t = min(cap, _pow2_ceil(max(1, extent // (vmax * (per_thread // vmax or 1)))))
+    else:       # about 64 bytes of each input per thread: 16 float32, 32 float16
+        per_thread = 2 if simulator else max(8, 64 // _narrowest_load(kernel))
+        t = min(cap, _pow2_ceil(max(1, -(-extent // per_thread))))
     if forced.rows_per_block is not None:
         rb = forced.rows_per_block
     else:

@@ -5,8 +5,6 @@ touches; the strides and the offset of element (0, ..., 0) are compiled into the
 So strided, transposed and sliced views are read in place, without copies.
 """
 import sys
-from dataclasses import dataclass
-
 import numpy as np
 
 from .. import dtypes
@@ -15,23 +13,19 @@ from ..errors import ArgumentError, DTypeError
 HOST, DEVICE = "host", "device"
 
 
-@dataclass
 class ArrayArg:
     """An array argument: where it lives, its layout, and the object itself."""
-    name: str
-    obj: object
-    kind: str               # 'numpy', 'cupy', 'torch', 'numba', 'cai'
-    where: str              # HOST or DEVICE
-    shape: tuple
-    dtype: np.dtype
-    strides: tuple          # in elements
-    ptr: int                # address of element (0, ..., 0)
-    device: int = 0
+    __slots__ = ("name", "obj", "kind", "where", "shape", "dtype", "strides", "ptr", "device",
+                 "offset", "base_ptr", "aligned")
 
-    @property
-    def offset(self):
-        """Elements from the lowest address touched to element (0, ..., 0)."""
-        return -sum((n - 1) * s for n, s in zip(self.shape, self.strides) if s < 0 and n > 0)
+    def __init__(self, name, obj, kind, where, shape, dtype, strides, ptr, device=0):
+        self.name, self.obj, self.kind, self.where = name, obj, kind, where
+        self.shape, self.dtype, self.strides, self.ptr = shape, dtype, strides, ptr
+        self.device = device
+        # elements from the lowest address touched to element (0, ..., 0)
+        self.offset = -sum((n - 1) * s for n, s in zip(shape, strides) if s < 0 and n > 0)
+        self.base_ptr = ptr - self.offset * dtype.itemsize
+        self.aligned = self.base_ptr % 16 == 0
 
     @property
     def span(self):
@@ -40,25 +34,13 @@ class ArrayArg:
             return 0
         return 1 + sum((n - 1) * abs(s) for n, s in zip(self.shape, self.strides))
 
-    @property
-    def base_ptr(self):
-        return self.ptr - self.offset * self.dtype.itemsize
-
-    @property
-    def aligned(self):
-        return self.base_ptr % 16 == 0
-
     def layout_key(self):
         return (self.dtype.str, self.shape, self.strides, self.offset, self.aligned)
 
 
 def _element_strides(byte_strides, shape, itemsize, name):
     if byte_strides is None:                      # C-contiguous
-        out, acc = [], 1
-        for n in reversed(shape):
-            out.append(acc)
-            acc *= n
-        return tuple(reversed(out))
+        return _c_element_strides(tuple(shape))
     out = []
     for s, n in zip(byte_strides, shape):
         if n == 1:
@@ -75,8 +57,50 @@ def _canonical_strides(strides, shape):
     return tuple(0 if n == 1 else s for s, n in zip(strides, shape))
 
 
+_CUPY_NDARRAY = None
+
+
+def _is_cupy(value):
+    global _CUPY_NDARRAY
+    if _CUPY_NDARRAY is None:
+        cp = sys.modules.get("cupy")
+        if cp is None:
+            return False
+        _CUPY_NDARRAY = cp.ndarray
+    return isinstance(value, _CUPY_NDARRAY)
+
+
+def _inspect_cupy(value, name):
+    dt = value.dtype
+    if dt not in dtypes.SUPPORTED:
+        dtypes.check(dt, f"argument {name!r}")
+    shape = value.shape
+    if value.flags.c_contiguous:
+        strides = _c_element_strides(shape)
+    else:
+        strides = _element_strides(value.strides, shape, dt.itemsize, name)
+    return ArrayArg(name, value, "cupy", DEVICE, shape, dt, strides, value.data.ptr,
+                    value.device.id)
+
+
+_C_STRIDES = {}
+
+
+def _c_element_strides(shape):
+    hit = _C_STRIDES.get(shape)
+    if hit is None:
+        out, acc = [], 1
+        for n in reversed(shape):
+            out.append(0 if n == 1 else acc)
+            acc *= n
+        hit = _C_STRIDES[shape] = tuple(reversed(out))
+    return hit
+
+
 def inspect_array(value, name):
     """An ArrayArg for array-like ``value``, or None if it is not an array."""
+    if _is_cupy(value):
+        return _inspect_cupy(value, name)
     mod = type(value).__module__.split(".")[0]
     if isinstance(value, np.ndarray):
         dt = dtypes.check(value.dtype, f"argument {name!r}")
