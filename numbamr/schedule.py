@@ -96,22 +96,35 @@ class Scheduler:
         segments = _segments(extent, -(-SPLIT_TARGET_BLOCKS // blocks))
         if segments < 2:
             return None
-        g = self.graph
         kept = [a for a in range(src.ndim) if a not in axes]
-        perm = kept + list(axes)
         kept_shape = tuple(src.shape[a] for a in kept)
-        x = src
-        if perm != list(range(src.ndim)):
-            x = g.node(Op.PERMUTE, src.dtype, tuple(src.shape[p] for p in perm), (src,),
-                       tuple(perm), n.loc)
-        x = g.node(Op.RESHAPE, src.dtype, kept_shape + (segments, extent // segments), (x,),
-                   kept_shape + (segments, extent // segments), n.loc)
-        last = len(kept_shape) + 1
-        inner = g.node(Op.REDUCE, n.dtype, kept_shape + (segments, 1), (x,), (kind, (last,)),
-                       n.loc)
-        outer = g.node(Op.REDUCE, n.dtype, kept_shape + (1, 1), (inner,),
-                       (kind, (last - 1,)), n.loc)
+        piece = extent // segments
+        if src.ndim - 1 in axes:    # rows contiguous: (kept..., segment, piece)
+            x = self._view(src, kept + list(axes), kept_shape + (segments, piece))
+            seg_axis = len(kept_shape)
+        else:                       # columns contiguous: (segment, kept..., piece), kept fastest
+            x = self._view(src, list(axes) + kept, (segments, piece) + kept_shape)
+            order = (0,) + tuple(range(2, 2 + len(kept_shape))) + (1,)
+            x = self._permute(x, order)
+            seg_axis = 0
+        last = x.ndim - 1
+        g = self.graph
+        inner_shape = x.shape[:-1] + (1,)
+        inner = g.node(Op.REDUCE, n.dtype, inner_shape, (x,), (kind, (last,)), n.loc)
+        outer_shape = tuple(1 if a == seg_axis else s for a, s in enumerate(inner_shape))
+        outer = g.node(Op.REDUCE, n.dtype, outer_shape, (inner,), (kind, (seg_axis,)), n.loc)
         return g.node(Op.RESHAPE, n.dtype, n.shape, (outer,), n.shape, n.loc)
+
+    def _permute(self, x, perm):
+        perm = tuple(perm)
+        if perm == tuple(range(x.ndim)):
+            return x
+        return self.graph.node(Op.PERMUTE, x.dtype, tuple(x.shape[p] for p in perm), (x,), perm,
+                               x.loc)
+
+    def _view(self, src, perm, shape):
+        x = self._permute(src, perm)
+        return self.graph.node(Op.RESHAPE, x.dtype, shape, (x,), shape, src.loc)
 
     # ---- kernels -----------------------------------------------------------------------
     def kernel_name(self):

@@ -9,6 +9,7 @@ import numpy as np
 from ..errors import ArgumentError
 from ..ops import Op
 from .kernel import walk
+from . import symbolic as sym
 
 
 @dataclass(frozen=True)
@@ -115,14 +116,25 @@ def _vector_width(kernel, group, forced):
     return max(1, width)
 
 
+def _step(addr, var, other):
+    """addr(var=1) - addr(var=0), with ``other`` at 0 (None where var is not in addr)."""
+    if var not in addr.vars():
+        return None
+    at = lambda v: addr.substitute({var: sym.lift(v), other: sym.lift(0)})  # noqa: E731
+    d = at(1) - at(0)
+    return d.const if d.is_const() else None
+
+
 def _prefers_col(kernel):
     """Column layout when loads walk rows contiguously but loops stride through memory."""
     row = kernel.row
+    if kernel.nrows < 2:
+        return False
     for g in kernel.groups:
         for _, addr in _accesses(kernel, g):
-            if contiguous_in(addr, g.var):
+            if _step(addr, g.var, row) == 1:
                 return False
-            if addr.coef(row) == 1 and kernel.nrows > 1:
+            if _step(addr, row, g.var) == 1:
                 return True
     return False
 
