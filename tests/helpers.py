@@ -36,7 +36,9 @@ def check_outputs(got, expected_dtype_run, ref, rtol, scale=0.0):
             continue
         g64, r64 = g.astype(np.float64), r.astype(np.float64)
         assert np.array_equal(np.isnan(g64), np.isnan(r64)), f"output {i}: NaN mismatch"
-        ok = ~np.isnan(r64)
+        inf = np.isinf(r64)
+        assert np.array_equal(g64[inf], r64[inf]), f"output {i}: infinities differ"
+        ok = np.isfinite(r64)
         denom = max(float(np.abs(r64[ok]).max()) if ok.any() else 0.0, scale, 1e-30)
         err = float(np.abs(g64[ok] - r64[ok]).max()) / denom if ok.any() else 0.0
         assert err <= rtol, f"output {i}: relative error {err:.3g} > {rtol:g}"

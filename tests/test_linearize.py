@@ -46,7 +46,8 @@ def test_each_reduce_owns_its_shared_arrays(options):
         for ins in prog.instrs:
             if ins.op in ("SHARED_STORE", "SHARED_LOAD"):
                 assert owners[ins.srcs[0]] == ins.arg[1], f"{name}: {ins}"
-        combining = {r.id for r in prog.kernel.reduces}
+        combining = {int(ins.arg.split("#")[1].split()[0]) for ins in prog.instrs
+                     if ins.op == "COMMENT" and ins.arg.startswith("combine #")}
         if prog.layout.threads_per_row > 32 or (prog.layout.layout == "col" and
                                                 prog.layout.threads_per_row > 1):
             assert combining <= set(owners.values()), f"{name}: a reduce without its own array"
@@ -57,15 +58,22 @@ def test_reduces_render_deepest_first(options):
     for name, prog in programs_for(options):
         first_acc, result = {}, {}
         by_name = {r.name: r.id for r in prog.kernel.reduces}
+        acc_owner = {}
         for i, ins in enumerate(prog.instrs):
-            if ins.op == "ACC":
-                rid = by_name[ins.out[0][len("acc_"):].split("_idx")[0]]
-                first_acc.setdefault(rid, i)
-            if ins.op == "ALU" and ins.arg == "copy" and ins.out[0] in by_name:
+            if ins.op == "DEFINE_ACC":
+                acc_owner[ins.out[0]] = next(rid for n, rid in sorted(
+                    by_name.items(), key=lambda kv: -len(kv[0]))
+                    if ins.out[0].startswith(f"acc_{n}"))
+            if ins.op in ("ACC", "ONLINE"):
+                first_acc.setdefault(acc_owner[ins.out[0]], i)
+            if ins.op == "ALU" and ins.out[0] in by_name:
                 result[by_name[ins.out[0]]] = i
         for r in prog.kernel.reduces:
             for d in r.deps:
-                assert result[d] < first_acc[r.id], f"{name}: #{r.id} accumulates before #{d}"
+                if r.id in first_acc:
+                    assert result[d] < first_acc[r.id], f"{name}: #{r.id} accumulates before #{d}"
+                else:           # computed in one pass with its dependency (online form)
+                    assert d in first_acc and result[d] <= result[r.id], name
 
 
 def test_order_does_not_follow_the_program_text():
@@ -181,3 +189,15 @@ def test_resident_rows_are_loaded_once():
         per_thread = 8192 // k.layout.threads_per_row
         width = k.layout.groups[0].vector
         assert len(loads) * width == per_thread, name
+
+
+@pytest.mark.parametrize("name,loops", [("variance", 1), ("logsumexp", 1), ("softmax", 2),
+                                        ("layernorm", 2), ("column_var", 1)])
+def test_streamed_dependent_reduces_read_memory_once(name, loops):
+    """Rows too long for registers: variance (Welford) and the softmax denominator (online
+    max-sum) are computed in one pass, so x is read by `loops` passes in all."""
+    p = BY_NAME[name]
+    k = lower_for_gpu(nm.jit(upcast=0)(p.fn), p.make(np.random.default_rng(0), 64, 8192))
+    prog = k.kernels[0].program
+    assert sum(ins.op == "LOOP" for ins in prog.instrs) == loops
+    assert any(ins.op == "ONLINE" for ins in prog.instrs)

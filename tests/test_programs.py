@@ -43,3 +43,22 @@ def test_program_under_forced_options(name, options, rows, cols):
     rng = np.random.default_rng(cols)
     inputs = program.make(rng, rows, cols)
     run_and_check(program, inputs, jitted=nm.jit(**options)(program.fn), expect_kernels=1)
+
+
+def _special_rows(rng, rows, cols):
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    x[0, cols // 2] = np.nan                  # NaN propagates through max and sums
+    x[1, :] = -np.inf                         # a row of -inf
+    x[2, 1] = np.inf
+    x[3, :] = 7.0                             # constant row: variance exactly 0
+    return (x,)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(upcast=0, threads_per_row=8, unroll=2),
+                                     dict(layout="col", threads_per_row=4, rows_per_block=4)],
+                         ids=["resident", "streamed", "col"])
+@pytest.mark.parametrize("name", ["softmax", "logsumexp", "variance", "sum_max_min", "zscore"])
+def test_nan_and_inf_as_numpy(name, options):
+    program = BY_NAME[name]
+    inputs = _special_rows(np.random.default_rng(5), 5, 40)
+    run_and_check(program, inputs, jitted=nm.jit(**options)(program.fn))

@@ -4,6 +4,7 @@ from dataclasses import dataclass
 from .kernel import build_kernel, format_kernel
 from .options import KernelOptions, choose
 from .linearize import linearize, format_program
+from .online import find_fusions
 from .verify import verify
 from .emit import emit
 
@@ -41,7 +42,8 @@ class LoweredKernel:
 def lower_built(kernel, options=None, simulator=False, aligned=None, targets=None):
     """Layout, linear program, verification and source for an analyzed kernel."""
     layout = choose(kernel, options, simulator)
-    program = verify(linearize(kernel, layout, aligned, simulator))
+    fusions = find_fusions(kernel, layout)
+    program = verify(linearize(kernel, layout, aligned, simulator, fusions))
     return LoweredKernel(kernel.name, kernel, layout, program, emit(program, "cuda"),
                          emit(program, "sim"), targets)
 

@@ -235,14 +235,76 @@ class Emitter:
             self.line(f"{acc} = {_update(kind, ins.dtype, acc, v)}")
 
     def op_combine(self, ins):
-        kind, n = ins.arg, len(ins.out)
-        if kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN):
-            av, ai, bv, bi = ins.srcs
+        (kind, off), n = ins.arg, len(ins.out)
+        mine, other = list(ins.srcs[:n]), list(ins.srcs[n:2 * n])
+        if kind == "welford":
+            self.welford_combine(mine, other, off, ins.dtype)
+        elif kind == "lse":
+            self.lse_combine(mine, other, ins.dtype)
+        elif kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN):
+            (av, ai), (bv, bi) = mine, other
             cond = _arg_take(kind, av, ai, bv, bi, first=False)
             self.line(f"{av}, {ai} = ({bv}, {bi}) if ({cond}) else ({av}, {ai})")
         else:
-            acc, other = ins.srcs[0], ins.srcs[n]
-            self.line(f"{acc} = {_update(kind, ins.dtype, acc, other)}")
+            self.line(f"{mine[0]} = {_update(kind, ins.dtype, mine[0], other[0])}")
+
+    # ---- one-pass (fused) reduces: Welford/Chan and online max-sum-exp --------------------
+    def welford_combine(self, mine, other, off, dt):
+        """Chan's merge of (n, mean, M2) pairs; in a butterfly both lanes order the pair the
+        same way (lower lane first), so every lane computes the same bits."""
+        (n, mu, m2), (on, omu, om2) = mine, other
+        if off is not None:
+            self.line(f"_hi = (lane & {off}) != 0")
+            self.line(f"{n}, {mu}, {m2}, {on}, {omu}, {om2} = "
+                      f"({on}, {omu}, {om2}, {n}, {mu}, {m2}) if _hi else "
+                      f"({n}, {mu}, {m2}, {on}, {omu}, {om2})")
+        self.line(f"_nn = {n} + {on}")
+        self.line(f"_d = {omu} - {mu}")
+        self.line(f"if _nn > {_lit(0, dt)}:")
+        self.indent += 1
+        self.line(f"{mu} = {mu} + _d * ({on} / _nn)")
+        self.line(f"{m2} = {m2} + {om2} + _d * _d * ({n} * {on} / _nn)")
+        self.indent -= 1
+        self.line(f"{n} = _nn")
+
+    def lse_combine(self, mine, other, dt):
+        (m, s), (om, os_) = mine, other
+        self.line(f"_mn = {_update(ReduceKind.MAX, dt, m, om)}")
+        self.line(f"if _mn != {_lit(float('-inf'), dt)}:")
+        self.indent += 1
+        self.line(f"{s} = {s} * math.exp({m} - _mn) + {os_} * math.exp({om} - _mn)")
+        self.indent -= 1
+        self.line("else:")
+        self.indent += 1
+        self.line(f"{s} = {s} + {os_}")
+        self.indent -= 1
+        self.line(f"{m} = _mn")
+
+    def op_online(self, ins):
+        """One chunk of values into a fused accumulator."""
+        n_acc = len(ins.out)
+        accs, vals, dt = ins.srcs[:n_acc], ins.srcs[n_acc:], ins.dtype
+        k = _lit(float(len(vals)), dt)
+        if ins.arg == "welford":
+            n, mu, m2 = accs
+            self.line(f"_cmu = ({' + '.join(vals)}) / {k}")
+            self.line(f"_cm2 = " + " + ".join(f"({v} - _cmu) * ({v} - _cmu)" for v in vals))
+            self.line(f"_nn = {n} + {k}")
+            self.line(f"_d = _cmu - {mu}")
+            self.line(f"{mu} = {mu} + _d * ({k} / _nn)")
+            self.line(f"{m2} = {m2} + _cm2 + _d * _d * ({n} * {k} / _nn)")
+            self.line(f"{n} = _nn")
+            return
+        m, s = accs
+        self.line(f"_mn = {m}")
+        for v in vals:
+            self.line(f"_mn = {_update(ReduceKind.MAX, dt, '_mn', v)}")
+        self.line(f"if _mn != {_lit(float('-inf'), dt)}:")
+        self.indent += 1
+        terms = " + ".join(f"math.exp({v} - _mn)" for v in vals)
+        self.line(f"{s} = {s} * math.exp({m} - _mn) + {terms}")
+        self.indent -= 1
+        self.line(f"{m} = _mn")
 
     def op_shfl(self, ins):
         off, rid = ins.arg
@@ -294,6 +356,11 @@ class Emitter:
 
     def op_endpass(self, ins):
         self.line(f"# -- end of pass over loop group {ins.arg[0]}")
+
+
+def _lit(value, dt):
+    from .linearize import const_literal
+    return const_literal(value, dt)
 
 
 def _xdt(dt):

@@ -71,7 +71,8 @@ def format_program(p):
 
 _RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {
     "math", "cuda", "inf", "nan", "vload", "vstore", "boolean", "int8", "int16", "int32",
-    "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64"}
+    "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
+    "_hi", "_nn", "_d", "_mn", "_cmu", "_cm2"}       # the emitter's scratch names
 
 
 class _Names:
@@ -99,8 +100,10 @@ class _Chunk:
 
 
 class Linearizer:
-    def __init__(self, kernel, layout, aligned=None, simulator=False):
+    def __init__(self, kernel, layout, aligned=None, simulator=False, fusions=()):
         self.k, self.L = kernel, layout
+        self.fused_first = {f.first.id: f for f in fusions}     # A: computed with B
+        self.fused_second = {f.second.id: f for f in fusions}   # B: comes out of A
         self.aligned = aligned            # buffer positions whose base is 16-byte aligned
         self.simulator = simulator
         self.instrs, self.names = [], _Names()
@@ -159,7 +162,7 @@ class Linearizer:
         self.prologue()
         depths = sorted({r.depth for r in k.reduces})
         for d in depths:
-            level = [r for r in k.reduces if r.depth == d]
+            level = [r for r in k.reduces if r.depth == d and r.id not in self.fused_second]
             for g in k.groups:
                 insts = [r for r in level if r.group is g]
                 if insts:
@@ -214,11 +217,11 @@ class Linearizer:
             shape = (L.rows_per_block, t // 32)
         else:
             shape = (t, L.rows_per_block)
-        if is_arg(r):
-            names = [self.names.new(f"smem_{r.name}_val"), self.names.new(f"smem_{r.name}_idx")]
-            dts = [r.value_dtype, np.dtype(np.int64)]
-        else:
-            names, dts = [self.names.new(f"smem_{r.name}")], [r.dtype]
+        if r.id in self.fused_second:
+            return
+        spec = self.acc_spec(r)
+        names = [self.names.new(f"smem_{r.name}{suffix}") for suffix, _, _ in spec]
+        dts = [dt for _, dt, _ in spec]
         for n, dt in zip(names, dts):
             self.shared.append((n, shape, exchange_dtype(dt), r.id))
             self.add("SHARED", (n,), arg=(shape, r.id), dtype=exchange_dtype(dt))
@@ -282,31 +285,43 @@ class Linearizer:
             f"#{r.id} {r.kind.value}" for r in insts) + f" over {g.var.name} {g.dims}")
         accs = {}
         for r in insts:
-            acc = self.names.new(f"acc_{r.name}")
-            ident = identity_literal(r)
-            accs[r.id] = [acc]
-            self.add("DEFINE_ACC", (acc,), arg=ident, dtype=r.value_dtype if is_arg(r) else r.dtype)
-            if is_arg(r):
-                idx = self.names.new(f"acc_{r.name}_idx")
-                accs[r.id].append(idx)
-                self.add("DEFINE_ACC", (idx,), arg=const_literal(ARG_SENTINEL, np.int64),
-                         dtype=np.dtype(np.int64))
+            accs[r.id] = []
+            for suffix, dt, init in self.acc_spec(r):
+                acc = self.names.new(f"acc_{r.name}{suffix}")
+                accs[r.id].append(acc)
+                self.add("DEFINE_ACC", (acc,), arg=init, dtype=dt)
         self.prerender([r.body for r in insts])
         for ch in self.chunks(g):
             updates = []
             for r in insts:
-                for v in range(plan.vector):
-                    val = self.elem_value(r.body, ch, v)
-                    pos = self.position(ch, v) if is_arg(r) else None
-                    updates.append((r, val, pos))
+                vals = [self.elem_value(r.body, ch, v) for v in range(plan.vector)]
+                if r.id in self.fused_first:      # one update per chunk
+                    updates.append(("ONLINE", r, tuple(vals), self.fused_first[r.id].kind))
+                    continue
+                for v, val in enumerate(vals):
+                    pos = (self.position(ch, v),) if is_arg(r) else ()
+                    updates.append(("ACC", r, (val,) + pos, r.kind))
             if ch.mask:
                 self.add("IF", srcs=(ch.mask,), arg=ch.mask)
-            for r, val, pos in updates:
-                srcs = tuple(accs[r.id]) + ((val,) if pos is None else (val, pos))
-                self.add("ACC", tuple(accs[r.id]), srcs, arg=r.kind, dtype=r.body.dtype)
+            for op, r, srcs, kind in updates:
+                self.add(op, tuple(accs[r.id]), tuple(accs[r.id]) + srcs, arg=kind,
+                         dtype=r.body.dtype)
             if ch.mask:
                 self.add("ENDIF", arg=ch.mask)
         self.accs.update(accs)
+
+    def acc_spec(self, r):
+        """(name suffix, dtype, initial value) of each accumulator of reduce ``r``."""
+        if r.id in self.fused_first:
+            dt = r.body.dtype
+            zero, ninf = const_literal(0.0, dt), const_literal(float("-inf"), dt)
+            if self.fused_first[r.id].kind == "welford":
+                return [("_n", dt, zero), ("_mean", dt, zero), ("_m2", dt, zero)]
+            return [("_max", dt, ninf), ("_sum", dt, zero)]
+        if is_arg(r):
+            return [("", r.value_dtype, identity_literal(r)),
+                    ("_idx", np.dtype(np.int64), const_literal(ARG_SENTINEL, np.int64))]
+        return [("", r.dtype, identity_literal(r))]
 
     def position(self, ch, v):
         name = self.names.new(f"pos_{ch.qvar}_{v}")
@@ -318,13 +333,15 @@ class Linearizer:
         accs = self.accs[r.id]
         t = L.threads_per_row
         self.add("COMMENT", arg=f"combine #{r.id} {r.kind.value} across {t} threads")
+        kind = self.fused_first[r.id].kind if r.id in self.fused_first else r.kind
         if t > 1 and L.layout == "row":
             for off in _halvings(min(t, 32)):
                 others = [self.names.new(f"{a}_x{off}") for a in accs]
                 for i, (a, o) in enumerate(zip(accs, others)):
                     self.add("SHFL", (o,), (a,), arg=(off, r.id), dtype=self._acc_dtype(r, i))
-                self.add("COMBINE", tuple(accs), tuple(accs) + tuple(others), arg=r.kind,
-                         dtype=r.dtype)
+                self.add("COMBINE", tuple(accs), tuple(accs) + tuple(others) + ("lane",),
+                         arg=(kind, off), dtype=r.body.dtype if r.id in self.fused_first
+                         else r.dtype)
         if t > 1 and (L.layout == "col" or t > 32):
             smem = [s[0] for s in self.shared if s[3] == r.id]
             if L.layout == "row":
@@ -351,19 +368,38 @@ class Linearizer:
                     others = [self.names.new(f"{n}_{i}") for n in res]
                     for n, s, dt in zip(others, smem, dts):
                         self.add("SHARED_LOAD", (n,), (s,), arg=(read_idx, r.id), dtype=dt)
-                    self.add("COMBINE", tuple(res), tuple(res) + tuple(others), arg=r.kind,
-                             dtype=r.dtype)
+                    self.add("COMBINE", tuple(res), tuple(res) + tuple(others),
+                             arg=(kind, None), dtype=dts[0])
             accs = res
+        if r.id in self.fused_first:
+            self.fused_results(self.fused_first[r.id], accs)
+            return
         name = self.names.new(r.name)
         src = accs[1] if is_arg(r) else accs[0]
         self.add("ALU", (name,), (src,), arg="copy", dtype=r.dtype)
         self.red[r.id] = name
 
+    def fused_results(self, f, accs):
+        """A's and B's results out of the fused accumulators."""
+        a, b = f.first, f.second
+        dt = a.body.dtype
+        name_a, name_b = self.names.new(a.name), self.names.new(b.name)
+        if f.kind == "welford":          # A = mean * n, B = M2
+            self.add("ALU", (name_a,), (accs[1], const_literal(float(a.group.extent), dt)),
+                     arg=Op.MUL, dtype=dt)
+            self.add("ALU", (name_b,), (accs[2],), arg="copy", dtype=dt)
+        else:       # A = max, B = sum of exp(x - max); NaN when max is -inf, as two passes give
+            self.add("ALU", (name_a,), (accs[0],), arg="copy", dtype=dt)
+            finite = self.names.new(f"{a.name}_gt_ninf")
+            self.add("ALU", (finite,), (accs[0], const_literal(float("-inf"), dt)), arg=Op.NE,
+                     dtype=np.dtype(bool))
+            self.add("ALU", (name_b,), (finite, accs[1], const_literal(float("nan"), dt)),
+                     arg=Op.WHERE, dtype=dt)
+        self.red[a.id], self.red[b.id] = name_a, name_b
+
     def _acc_dtype(self, r, i):
-        """dtype of accumulator ``i`` of ``r``: (value, index) for arg-reduces."""
-        if is_arg(r):
-            return np.dtype(np.int64) if i == 1 else r.value_dtype
-        return r.dtype
+        """dtype of accumulator ``i`` of ``r``."""
+        return self.acc_spec(r)[i][1]
 
     def row_stores(self):
         stores = [s for s in self.k.stores if s.group is None]
@@ -579,5 +615,5 @@ def const_literal(value, dtype):
     return f"{dt.name}({int(value)})"
 
 
-def linearize(kernel, layout, aligned=None, simulator=False):
-    return Linearizer(kernel, layout, aligned, simulator).run()
+def linearize(kernel, layout, aligned=None, simulator=False, fusions=()):
+    return Linearizer(kernel, layout, aligned, simulator, fusions).run()

@@ -1,0 +1,72 @@
+"""One-pass forms of two dependent-reduce patterns, for rows that do not stay in registers.
+
+When a row is resident, a reduce that depends on another (the variance after the mean, the
+sum of exponentials after the max) is a second pass over registers: free and exact. When the
+row is streamed, that second pass re-reads memory. Two patterns are then fused into one pass
+with a multi-value accumulator:
+
+- variance: ``A = sum(x)``, ``B = sum((x - A / n) ** 2)`` becomes Welford/Chan
+  ``(count, mean, M2)`` per chunk (``A = mean * n``, ``B = M2``);
+- softmax denominator: ``A = max(x)``, ``B = sum(exp(x - A))`` becomes the online
+  ``(max, scaled sum)`` (``A = max``, ``B = sum``).
+"""
+from dataclasses import dataclass
+
+from ..ops import Op, ReduceKind
+
+
+@dataclass(frozen=True)
+class Fusion:
+    kind: str          # 'welford' or 'lse'
+    first: object      # ReduceInstance A (computed in the pass)
+    second: object     # ReduceInstance B (its value comes out of A's accumulators)
+
+
+def _is_red(val, inst):
+    return val.op is Op.REDUCED and val.arg is inst
+
+
+def _match_var(a, b, n):
+    """b.body == d * d with d == a.body - a / n ?"""
+    body = b.body
+    if body.op is not Op.MUL or body.srcs[0] is not body.srcs[1]:
+        return False
+    d = body.srcs[0]
+    if d.op is not Op.SUB or d.srcs[0] is not a.body:
+        return False
+    m = d.srcs[1]
+    if m.op is Op.DIV and _is_red(m.srcs[0], a) and m.srcs[1].op is Op.CONST:
+        return m.srcs[1].arg == n
+    if m.op is Op.MUL and _is_red(m.srcs[0], a) and m.srcs[1].op is Op.CONST:
+        return abs(m.srcs[1].arg * n - 1) < 1e-12
+    return False
+
+
+def _match_lse(a, b):
+    """b.body == exp(a.body - a) ?"""
+    body = b.body
+    if body.op is not Op.EXP:
+        return False
+    d = body.srcs[0]
+    return d.op is Op.SUB and d.srcs[0] is a.body and _is_red(d.srcs[1], a)
+
+
+def find_fusions(kernel, layout):
+    """Pairs (A, B) in streamed loop groups that one pass can compute together."""
+    out, used = [], set()
+    by_id = {r.id: r for r in kernel.reduces}
+    for b in kernel.reduces:
+        if b.deps and len(b.deps) == 1 and b.kind is ReduceKind.SUM:
+            a = by_id[b.deps[0]]
+            if a.group is not b.group or a.id in used or b.id in used:
+                continue
+            if layout.groups[a.group.id].resident or a.body.dtype.kind != "f":
+                continue
+            if a.kind is ReduceKind.SUM and _match_var(a, b, a.group.extent):
+                out.append(Fusion("welford", a, b))
+            elif a.kind is ReduceKind.MAX and _match_lse(a, b):
+                out.append(Fusion("lse", a, b))
+            else:
+                continue
+            used |= {a.id, b.id}
+    return out

@@ -1,0 +1,128 @@
+"""Run many fuzz programs (tests/fuzzgen.py) through numbamr and compare with float64 NumPy.
+
+On a GPU machine (the default profile, GPU sizes, CuPy arrays where CuPy is installed):
+    python3 tests/fuzz_gpu.py                       # 2000 programs
+    python3 tests/fuzz_gpu.py --count 500 --start 10000 --numpy
+Without a GPU it runs in numba's simulator; keep it small there:
+    python3 tests/fuzz_gpu.py --sim-small --count 20
+
+Prints one summary line ``fuzz: N programs, M mismatches, E errors`` (and the unsupported
+count), with the source of each failing program above it. Exit status 1 if anything failed.
+Not collected by pytest (the name does not start with test_).
+"""
+import argparse
+import os
+import sys
+import tempfile
+import time
+import traceback
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(1, os.path.dirname(HERE))
+
+import conftest  # noqa: E402  (selects numba's simulator when there is no GPU; before numba)
+
+# thousands of programs: keep their kernel sources out of the user's cache
+os.environ.setdefault("NUMBAMR_CACHE_DIR", tempfile.mkdtemp(prefix="numbamr-fuzz-"))
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--count", type=int, default=2000, help="programs to run (default 2000)")
+    ap.add_argument("--start", type=int, default=0, help="first seed (default 0)")
+    ap.add_argument("--sim-small", action="store_true",
+                    help="simulator sizes and options (the profile tests/test_fuzz.py uses)")
+    ap.add_argument("--max-size", type=int, default=None,
+                    help="most elements of the main input (default: the profile's)")
+    ap.add_argument("--numpy", action="store_true",
+                    help="pass NumPy arrays, not CuPy arrays (automatic without CuPy or GPU)")
+    ap.add_argument("--rtol", type=float, default=None, help="relative tolerance (1e-4)")
+    ap.add_argument("--quiet", action="store_true", help="no progress line per program")
+    ap.add_argument("--stop-after", type=int, default=0,
+                    help="stop after this many failures (default: run all)")
+    args = ap.parse_args(argv)
+
+    import numpy as np
+    import numbamr as nm
+    import fuzzgen
+
+    profile = dict(fuzzgen.SIM if args.sim_small else fuzzgen.GPU)
+    if args.max_size:
+        profile["max_elems"] = args.max_size
+        profile["max_rows"] = min(profile["max_rows"], args.max_size)
+    if args.rtol:
+        profile["rtol"] = args.rtol
+
+    xp = None
+    if not args.numpy and not conftest.SIMULATOR:
+        try:
+            import cupy as xp
+        except ImportError:
+            print("CuPy is not installed: passing NumPy arrays", flush=True)
+    where = "simulator" if conftest.SIMULATOR else "GPU"
+    print(f"fuzz: seeds {args.start}..{args.start + args.count - 1} on the {where}, "
+          f"{'CuPy' if xp else 'NumPy'} arrays, "
+          f"{'sim-small' if args.sim_small else 'gpu'} sizes (at most {profile['max_elems']} "
+          "elements)", flush=True)
+
+    mismatches, errors, unsupported, failures = 0, 0, [], []
+    t_start = time.time()
+    done = 0
+    for seed in range(args.start, args.start + args.count):
+        t0 = time.time()
+        try:
+            source, fn, inputs, options = fuzzgen.make_case(seed, profile)
+        except Exception as e:       # the generator itself failed: report, go on
+            errors += 1
+            failures.append((seed, "generator error", f"{type(e).__name__}: {e}", ""))
+            continue
+        status = "ok"
+        try:
+            args_in = [xp.asarray(a) for a in inputs] if xp else inputs
+            got = nm.jit(**options)(fn)(*args_in)
+            if xp:
+                xp.cuda.Device().synchronize()
+        except nm.CompileError as e:
+            errors += 1
+            status = "ERROR"
+            failures.append((seed, "error", f"{type(e).__name__}: {e}", source))
+        except nm.NumbamrError as e:
+            status = "unsupported"
+            unsupported.append((seed, f"{type(e).__name__}: {e.plain_message}"))
+        except Exception as e:
+            errors += 1
+            status = "ERROR"
+            failures.append((seed, "error", f"{type(e).__name__}: {e}\n"
+                             + "".join(traceback.format_exc(limit=-4)), source))
+        else:
+            try:
+                fuzzgen.check_result(source, fn, inputs, got)
+            except AssertionError as e:
+                mismatches += 1
+                status = "MISMATCH"
+                failures.append((seed, "mismatch", str(e).split("\n\n")[0], source))
+            except Exception as e:
+                errors += 1
+                status = "ERROR"
+                failures.append((seed, "error", f"comparing: {type(e).__name__}: {e}", source))
+        done += 1
+        if not args.quiet:
+            shapes = " ".join(f"{tuple(a.shape)}" for a in inputs)
+            print(f"seed {seed}: {status} {time.time() - t0:.2f}s {shapes}", flush=True)
+        if args.stop_after and len(failures) >= args.stop_after:
+            break
+
+    for seed, kind, message, source in failures:
+        print(f"\n==== seed {seed}: {kind}: {message}\n{source}", flush=True)
+    if unsupported:
+        print(f"\n{len(unsupported)} programs unsupported by numbamr (NumbamrError):")
+        for seed, message in unsupported:
+            print(f"  seed {seed}: {message.splitlines()[0]}")
+    print(f"\nfuzz: {done} programs, {mismatches} mismatches, {errors} errors "
+          f"({len(unsupported)} unsupported, {time.time() - t_start:.0f}s)", flush=True)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
