@@ -38,9 +38,15 @@ class ArrayArg:
         return (self.dtype.str, self.shape, self.strides, self.offset, self.aligned)
 
 
+_BYTE_STRIDES = {}
+
+
 def _element_strides(byte_strides, shape, itemsize, name):
     if byte_strides is None:                      # C-contiguous
         return _c_element_strides(tuple(shape))
+    hit = _BYTE_STRIDES.get((byte_strides, shape, itemsize))
+    if hit is not None:
+        return hit
     out = []
     for s, n in zip(byte_strides, shape):
         if n == 1:
@@ -50,7 +56,10 @@ def _element_strides(byte_strides, shape, itemsize, name):
                                 f"its itemsize {itemsize}; make a contiguous copy first")
         else:
             out.append(s // itemsize)
-    return tuple(out)
+    out = tuple(out)
+    if len(_BYTE_STRIDES) < 4096:
+        _BYTE_STRIDES[(tuple(byte_strides), tuple(shape), itemsize)] = out
+    return out
 
 
 def _canonical_strides(strides, shape):
@@ -75,12 +84,9 @@ def _inspect_cupy(value, name):
     if dt not in dtypes.SUPPORTED:
         dtypes.check(dt, f"argument {name!r}")
     shape = value.shape
-    if value.flags.c_contiguous:
-        strides = _c_element_strides(shape)
-    else:
-        strides = _element_strides(value.strides, shape, dt.itemsize, name)
-    return ArrayArg(name, value, "cupy", DEVICE, shape, dt, strides, value.data.ptr,
-                    value.device.id)
+    strides = _element_strides(value.strides, shape, dt.itemsize, name)
+    data = value.data
+    return ArrayArg(name, value, "cupy", DEVICE, shape, dt, strides, data.ptr, data.device_id)
 
 
 _C_STRIDES = {}

@@ -14,34 +14,41 @@ from . import arrays
 from .compile import jit_kernel
 
 
+_libcuda = None
+
+
+def _cu_launch_kernel():
+    """libcuda's cuLaunchKernel through ctypes: the cheapest call Python can make."""
+    global _libcuda
+    if _libcuda is None:
+        _libcuda = ctypes.CDLL("libcuda.so.1")
+        f = _libcuda.cuLaunchKernel
+        f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        f.restype = ctypes.c_int
+    return _libcuda.cuLaunchKernel
+
+
 class _DriverLaunch:
     """cuLaunchKernel with a reusable parameter block (one pointer-sized slot per param)."""
 
     def __init__(self, handle, nparams, grid, block):
-        from cuda.bindings import driver
-        self._driver = driver
-        self._launch = driver.cuLaunchKernel
-        self._f = driver.CUfunction(int(handle))
+        self._launch = _cu_launch_kernel()
+        self._f = int(handle)
         self._values = (ctypes.c_uint64 * max(nparams, 1))()
         base = ctypes.addressof(self._values)
         self._slots = (ctypes.c_void_p * max(nparams, 1))(*[base + 8 * i
                                                            for i in range(max(nparams, 1))])
         self._params = ctypes.addressof(self._slots)
         self._grid, self._block = grid, block
-        self._streams = {}
         self._lock = threading.Lock()
 
     def __call__(self, pointers, stream):
-        s = self._streams.get(stream)
-        if s is None:
-            s = self._streams[stream] = self._driver.CUstream(stream)
-        with self._lock:            # the block is copied by the driver during the call
-            for i, p in enumerate(pointers):
-                self._values[i] = p
-            err, = self._launch(self._f, self._grid, 1, 1, self._block, 1, 1, 0, s,
-                                self._params, 0)
+        with self._lock:            # the driver copies the block during the call
+            self._values[:len(pointers)] = pointers
+            err = self._launch(self._f, self._grid, 1, 1, self._block, 1, 1, 0, stream,
+                               self._params, None)
         if err != 0:
-            raise RuntimeError(f"cuLaunchKernel failed: {err!r}")
+            raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
 
 
 class Launcher:
