@@ -22,7 +22,11 @@ def _run(program, inputs, jitted=None):
         ref = program.fn(*[to_float64(a) for a in inputs])
     scale = program.scale(inputs) if program.scale else 0.0
     check_outputs(got, typed, ref, 1e-5, scale)
-    assert len(fn.lower(*dev).kernels) == program.kernels
+    low = fn.lower(*dev)
+    if not low.temps:           # one kernel, unless long reductions over few rows were split
+        assert len(low.kernels) == program.kernels
+    else:                       # then the kernels before the last write only temporaries
+        assert all(t[0] == "tmp" for k in low.kernels[:-1] for t in k.targets)
 
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=lambda p: p.name)

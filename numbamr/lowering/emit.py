@@ -181,11 +181,13 @@ class Emitter:
 
     def op_load(self, ins):
         text, mask = ins.arg
-        buf = ins.srcs[0]
+        got = f"{ins.srcs[0]}[{text}]"
+        if np.dtype(ins.dtype).kind == "b":     # bool buffers are bytes (uint8 pointers)
+            got = f"({got} != 0)"
         if mask:
-            self.line(f"{ins.out[0]} = {buf}[{text}] if {mask} else {_zero(ins.dtype)}")
+            self.line(f"{ins.out[0]} = {got} if {mask} else {_zero(ins.dtype)}")
         else:
-            self.line(f"{ins.out[0]} = {buf}[{text}]")
+            self.line(f"{ins.out[0]} = {got}")
 
     def op_vload(self, ins):
         text, mask = ins.arg
@@ -204,6 +206,8 @@ class Emitter:
 
     def op_store(self, ins):
         buf, val = ins.srcs[0], ins.srcs[1]
+        if np.dtype(ins.dtype).kind == "b":     # bool buffers are bytes (uint8 pointers)
+            val = f"uint8({val})"
         self.line(f"{buf}[{ins.arg}] = {val}")
 
     def op_vstore(self, ins):

@@ -117,20 +117,29 @@ class Linearizer:
         self.group_vars = {g.var: g for g in kernel.groups}
         self.accs = {}                    # reduce id -> accumulator names (value[, index])
         self.resident_q = {}              # (group id, chunk) -> (position name, mask name)
-        self.loop_begin = None            # where the open loop starts (hoisting target)
+        self.block_begin = None           # where the outermost open block starts (hoisting)
+        self.depth = 0
         self.hoisting = False
 
     # ---- small helpers -----------------------------------------------------------------
     def add(self, op, out=(), srcs=(), arg=None, dtype=None):
         ins = Instr(op, tuple(out), tuple(srcs), arg, dtype)
-        if self.hoisting and self.loop_begin is not None:
-            self.instrs.insert(self.loop_begin, ins)     # before the open loop: top scope
-            self.loop_begin += 1
-        else:
-            self.instrs.append(ins)
+        if self.hoisting and self.block_begin is not None:
+            self.instrs.insert(self.block_begin, ins)    # before the open block: top scope
+            self.block_begin += 1
+            return
+        if op in ("IF", "LOOP"):
+            if self.depth == 0:
+                self.block_begin = len(self.instrs)
+            self.depth += 1
+        elif op in ("ENDIF", "ENDLOOP"):
+            self.depth -= 1
+            if self.depth == 0:
+                self.block_begin = None
+        self.instrs.append(ins)
 
     def hoisted(self, fn, *args):
-        """Run ``fn`` with its instructions placed before the open loop (row-level work)."""
+        """Run ``fn`` with its instructions placed before the open block (row-level work)."""
         before, self.hoisting = self.hoisting, True
         try:
             return fn(*args)
@@ -249,7 +258,6 @@ class Linearizer:
         per_iter = span * plan.chunks
         n_iter = -(-extent // per_iter)
         it = self.names.new(f"it{g.id}")
-        self.loop_begin = len(self.instrs)
         self.add("LOOP", (it,), arg=(n_iter, g.id))
         for u in range(plan.chunks):
             q = self.names.new(f"{g.var.name}_{u}")
@@ -258,7 +266,6 @@ class Linearizer:
                                                       f"{u * span}")
             yield _Chunk(g, u, q, self.mask(q, extent, extent % per_iter != 0))
         self.add("ENDLOOP", arg=g.id)
-        self.loop_begin = None
         for key in [k for k in self.elem_memo if k[1] == g.id]:
             del self.elem_memo[key]
 
@@ -291,12 +298,20 @@ class Linearizer:
                 accs[r.id].append(acc)
                 self.add("DEFINE_ACC", (acc,), arg=init, dtype=dt)
         self.prerender([r.body for r in insts])
+        # one-pass (fused) reduces take one update per loop iteration when no chunk is masked
+        batched = not plan.resident and g.extent % (self.L.threads_per_row * plan.vector *
+                                                     plan.chunks) == 0 and not self.row_mask
+        pending = {r.id: [] for r in insts}
         for ch in self.chunks(g):
             updates = []
             for r in insts:
                 vals = [self.elem_value(r.body, ch, v) for v in range(plan.vector)]
-                if r.id in self.fused_first:      # one update per chunk
-                    updates.append(("ONLINE", r, tuple(vals), self.fused_first[r.id].kind))
+                if r.id in self.fused_first:
+                    pending[r.id] += vals
+                    if not batched or ch.u == plan.chunks - 1:
+                        updates.append(("ONLINE", r, tuple(pending[r.id]),
+                                        self.fused_first[r.id].kind))
+                        pending[r.id] = []
                     continue
                 for v, val in enumerate(vals):
                     pos = (self.position(ch, v),) if is_arg(r) else ()
@@ -530,7 +545,7 @@ class Linearizer:
             return False
         if self.aligned is not None and buf not in self.aligned:
             return False
-        if width * np.dtype(dtype).itemsize > 16:
+        if width * np.dtype(dtype).itemsize > 16 or np.dtype(dtype).kind == "b":
             return False
         rest = addr.substitute({g.var: sym.lift(0)})
         return rest.const % width == 0 and all(c % width == 0 for _, c in rest.terms)

@@ -155,16 +155,16 @@ def choose(kernel, forced=None, simulator=False):
     cap = 32 if simulator else 1024
     if forced.threads_per_row is not None:
         t = forced.threads_per_row
-    elif layout == "col":
-        t = 1 if extent <= 1 else min(8, _pow2_ceil(extent))
+    elif layout == "col":       # enough warps in flight: up to 32 threads down each column
+        t = 1 if extent <= 1 else min(4 if simulator else 32, _pow2_ceil(-(-extent // 64)))
     else:       # about 64 bytes of each input per thread: 16 float32, 32 float16
         per_thread = 2 if simulator else max(8, 64 // _narrowest_load(kernel))
         t = min(cap, _pow2_ceil(max(1, -(-extent // per_thread))))
     if forced.rows_per_block is not None:
         rb = forced.rows_per_block
     else:
-        target = (64 if simulator else (256 if layout == "col" else 256))
-        rb = max(1, min(target // t, _pow2_ceil(nrows)))
+        target = 64 if simulator else (1024 if layout == "col" else 256)
+        rb = max(1, min(target // t, _pow2_ceil(nrows), 32 if layout == "col" else 1024))
         if simulator:
             rb = min(rb, 2)
     if t * rb > 1024:

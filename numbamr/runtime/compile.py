@@ -60,10 +60,12 @@ def load_source(source, name):
 
 
 def pointer_signature(dtypes):
-    """``void(T0*, T1*, ...)``: every kernel parameter is a raw pointer."""
+    """``void(T0*, T1*, ...)``: every kernel parameter is a raw pointer (bool as uint8,
+    since numba's boolean is a 1-bit value in registers but a byte in memory)."""
     import numpy as np
     from numba import types, from_dtype
-    return types.void(*[types.CPointer(from_dtype(np.dtype(dt))) for dt in dtypes])
+    return types.void(*[types.CPointer(types.uint8 if np.dtype(dt).kind == "b" else
+                                       from_dtype(np.dtype(dt))) for dt in dtypes])
 
 
 def jit_kernel(source, name, simulator, block=1024, pointer_dtypes=None):
