@@ -15,7 +15,7 @@ from .errors import ArgumentError, NumbamrError
 from .graph import format_graph
 from .lowering import lower_built, KernelOptions
 from .runtime import arrays
-from .runtime.launch import prepare_leaves, run, make_launchers
+from .runtime.launch import prepare_leaves, run, make_launchers, FastPath, fast_key
 from .schedule import schedule, format_schedule
 from .trace import trace
 
@@ -77,6 +77,7 @@ class JitFunction:
         self._names = [p.name for p in params]
         self._defaults = [p.default for p in params]
         self._cache = collections.OrderedDict()
+        self._fast = {}             # fast_key -> FastPath (all-CuPy calls without keywords)
         self._lock = threading.RLock()
 
     def __repr__(self):
@@ -157,6 +158,13 @@ class JitFunction:
                 for name, v in zip(self._names, values)]
 
     def __call__(self, *args, **kwargs):
+        fkey = None
+        if not kwargs and len(args) == len(self._names) and self._simple:
+            fkey = fast_key(args)
+            if fkey is not None:
+                fast = self._fast.get(fkey)
+                if fast is not None:
+                    return fast(args)
         stream = kwargs.pop("stream", None) if "stream" not in self._sig.parameters else None
         leaves = None if kwargs else self._fast_leaves(args)
         bound = None
@@ -169,6 +177,12 @@ class JitFunction:
             if bound is None:
                 bound, _ = self._bind(args, kwargs)
             compiled = self._compile(bound, leaves, key)
+        if fkey is not None and stream is None and not ctx.simulator and \
+                ctx.result_kind == "cupy":
+            with self._lock:
+                if len(self._fast) >= settings.current().max_signatures:
+                    self._fast.clear()
+                self._fast[fkey] = FastPath(compiled)
         return run(compiled, leaves, ctx)
 
     def _compile(self, bound, leaves, key):

@@ -69,6 +69,21 @@ def _canonical_strides(strides, shape):
 _CUPY_NDARRAY = None
 
 
+def cupy_ndarray():
+    """cupy.ndarray, or a class nothing is an instance of when CuPy is not loaded."""
+    global _CUPY_NDARRAY
+    if _CUPY_NDARRAY is None:
+        cp = sys.modules.get("cupy")
+        if cp is None:
+            return _NotLoaded
+        _CUPY_NDARRAY = cp.ndarray
+    return _CUPY_NDARRAY
+
+
+class _NotLoaded:
+    pass
+
+
 def _is_cupy(value):
     global _CUPY_NDARRAY
     if _CUPY_NDARRAY is None:

@@ -191,3 +191,50 @@ def _structure(structure, outs):
     if kind == "dict":
         return dict(zip(meta, outs))
     return tuple(outs) if kind == "tuple" else list(outs)
+
+
+class FastPath:
+    """The call path for one compiled signature whose array arguments are all C-ordered or
+    positively strided CuPy arrays: no argument objects, one allocation per output, one
+    ``cuLaunchKernel`` per kernel on CuPy's current stream."""
+
+    def __init__(self, compiled):
+        import cupy
+        self._empty = cupy.empty
+        self._stream = cupy.cuda.get_current_stream
+        lowered = compiled.lowered
+        self._outs = lowered.out_specs
+        self._temps = [(t.name, t.dtype, t.shape) for t in lowered.temps]
+        self._structure = lowered.structure
+        self._kernels = [(l.launch, l.params) for l in compiled.launchers if l.grid > 0]
+
+    def __call__(self, args):
+        outs = [self._empty(shape, dt) for dt, shape in self._outs]
+        temps = {name: self._empty(shape, dt) for name, dt, shape in self._temps}
+        stream = self._stream().ptr
+        for launch, params in self._kernels:
+            launch([args[i].data.ptr if src == "leaf" else
+                    (outs[i] if src == "out" else temps[i]).data.ptr
+                    for src, i in params], stream)
+        kind = self._structure[0]
+        if kind == "single":
+            return outs[0]
+        return _structure(self._structure, outs)
+
+
+def fast_key(args):
+    """Signature key of a call whose arrays are CuPy arrays with non-negative strides (and
+    whose other arguments are hashable), or None when the fast path does not apply."""
+    key = []
+    cp_nd = arrays.cupy_ndarray()
+    for a in args:
+        if type(a) is cp_nd:
+            st = a.strides
+            if any(s < 0 for s in st):
+                return None
+            key.append((a.dtype.char, a.shape, st, a.data.ptr & 15 == 0, a.data.device_id))
+        elif isinstance(a, (int, float, bool, str, type(None))):
+            key.append((type(a), a))
+        else:
+            return None
+    return tuple(key)
