@@ -297,6 +297,9 @@ class Linearizer:
                 acc = self.names.new(f"acc_{r.name}{suffix}")
                 accs[r.id].append(acc)
                 self.add("DEFINE_ACC", (acc,), arg=init, dtype=dt)
+        if g.extent == 0:            # reducing nothing: the accumulators keep their identity
+            self.accs.update(accs)
+            return
         self.prerender([r.body for r in insts])
         # one-pass (fused) reduces take one update per loop iteration when no chunk is masked
         batched = not plan.resident and g.extent % (self.L.threads_per_row * plan.vector *

@@ -1,0 +1,102 @@
+"""Programs that need several kernels: the scheduler splits them, fusing what it can."""
+import numpy as np
+import pytest
+
+import numbamr as nm
+import numbamr.schedule as schedule
+from programs import Program
+from helpers import run_and_check
+from test_ptx import lower_for_gpu, compile_report
+
+
+def abs_dev_rows(x):
+    return np.abs(x - x.mean(0)).sum(1)
+
+
+def normalized_col_max(x):
+    return (x / x.sum(1, keepdims=True)).max(0)
+
+
+def max_of_col_sums(x):
+    return x.sum(0).max()
+
+
+def unrelated_shapes(x):
+    return x.sum(0), x.max(1), x * 2
+
+
+def whole_array(x):
+    return x.sum(), x.var(), (x - x.mean()).max()
+
+
+# (function, kernels it must take at the small test size)
+MULTI = [(abs_dev_rows, 2), (normalized_col_max, 2), (max_of_col_sums, 2),
+         (unrelated_shapes, 2), (whole_array, 1)]
+
+
+@pytest.mark.parametrize("fn,kernels", MULTI, ids=lambda v: getattr(v, "__name__", str(v)))
+@pytest.mark.parametrize("rows,cols", [(5, 7), (3, 40)])
+def test_split_programs_match_numpy(fn, kernels, rows, cols):
+    x = np.random.default_rng(rows + cols).standard_normal((rows, cols)).astype(np.float32)
+    prog = Program(fn.__name__, fn, None)
+    run_and_check(prog, (x,), expect_kernels=kernels)
+
+
+def test_each_kernel_is_as_fused_as_it_can_be():
+    """abs_dev_rows: the column sums in one kernel; the second reads them and does the rest
+    (the mean, the absolute deviation and the row sum) in one pass."""
+    x = np.zeros((6, 9), np.float32)
+    low = nm.jit(abs_dev_rows).lower(x)
+    assert [t[0] for k in low.kernels for t in k.targets] == ["tmp", "out"]
+    assert len(low.kernels[1].kernel.reduces) == 1
+    assert any(isinstance(key, str) for key in low.kernels[1].kernel.inputs)
+
+
+def test_long_reductions_over_few_rows_spread_over_blocks(monkeypatch):
+    """A whole-array sum is split into segments (one block each) and combined after."""
+    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
+    monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 16)
+    x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
+    prog = Program("whole_array", whole_array, None)
+    fn = nm.jit(whole_array)
+    got = run_and_check(prog, (x,), jitted=fn)
+    low = fn.lower(x)
+    assert len(low.kernels) > 1 and low.kernels[0].kernel.nrows > 1
+    again = fn(x)
+    for a, b in zip(got, again):                      # no atomics: the same bits every run
+        assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
+
+
+def test_split_kernels_compile_for_sm90():
+    kernels = []
+    for fn, _ in MULTI:
+        kernels += lower_for_gpu(fn, (np.empty((4096, 4096), np.float32),)).kernels
+    bad = [f"{k.name}: {r['error']}" for k, r in zip(kernels, compile_report(kernels))
+           if not r["ok"]]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("options", [dict(), dict(threads_per_row=4, upcast=0)], ids=str)
+def test_same_bits_on_every_run(options):
+    x = np.random.default_rng(1).standard_normal((4, 300)).astype(np.float32)
+    fn = nm.jit(**options)(lambda x: (x.sum(1), x.var(1), np.exp(x - x.max(1, keepdims=True))))
+    first = fn(x)
+    for _ in range(2):
+        for a, b in zip(first, fn(x)):
+            assert a.tobytes() == b.tobytes()
+
+
+def test_size_zero_axes_as_numpy():
+    x = np.zeros((3, 0), np.float32)
+    got = nm.jit(lambda x: x.sum(1))(x)
+    np.testing.assert_array_equal(got, np.zeros(3, np.float32))
+    assert got.dtype == np.float32
+    with pytest.raises(nm.ShapeError, match="zero-size"):
+        nm.jit(lambda x: x.max(1))(x)
+
+
+def test_zero_d_inputs_and_outputs():
+    x = np.float32(3.5) * np.ones((), np.float32)
+    y = np.arange(5, dtype=np.float32)
+    got = nm.jit(lambda x, y: (x * y).sum() + x)(x, y)
+    assert np.asarray(got).shape == () and abs(float(got) - (3.5 * 10 + 3.5)) < 1e-5
