@@ -16,7 +16,7 @@ import pytest
 import numbamr as nm
 from programs import PROGRAMS, BY_NAME
 
-pytestmark = pytest.mark.ptx
+pytestmark = [pytest.mark.ptx, pytest.mark.xdist_group("ptx")]   # one compile report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
