@@ -120,7 +120,7 @@ class JitFunction:
         return self.fn(*call.args, **call.kwargs)
 
     # ---- lowering -----------------------------------------------------------------------
-    def _lower(self, bound, leaves, simulator=None):
+    def _lower(self, bound, leaves, simulator=None, outs=None):
         specs = [("array", (l.array.shape, l.array.dtype)) if l.array is not None
                  else ("static", l.value) for l in leaves]
         graph, outputs, structure = trace(lambda vals: self._rebuild(bound, vals), specs)
@@ -130,11 +130,17 @@ class JitFunction:
                    l.array.aligned}
         names = {i: l.name for i, l in enumerate(leaves)}
         sim = settings.simulator() if simulator is None else simulator
-        groups, temps = schedule(graph, outputs, layouts, _ident(self.__name__), names)
+        out_layouts = None
+        if outs is not None:
+            check_out(outs, [(o.dtype, o.shape) for o in outputs])
+            out_layouts = {i: (a.strides, a.offset) for i, a in enumerate(outs)}
+        groups, temps = schedule(graph, outputs, layouts, _ident(self.__name__), names,
+                                 out_layouts)
         aligned |= {("in", t.name) for t in temps}
         kernels = []
         for g in groups:
-            aligned_all = aligned | {("out", i) for i in range(len(g.outputs))}
+            aligned_all = aligned | {("out", i) for i, t in enumerate(g.targets)
+                                     if t[0] == "tmp" or outs is None or outs[t[1]].aligned}
             kernels.append(lower_built(g.kernel, self.options, sim, aligned_all, g.targets))
         out_specs = [(o.dtype, o.shape) for o in outputs]
         return Lowered(format_graph(outputs), format_schedule(groups), kernels, out_specs,
@@ -166,17 +172,28 @@ class JitFunction:
                 if fast is not None:
                     return fast(args)
         stream = kwargs.pop("stream", None) if "stream" not in self._sig.parameters else None
+        out = kwargs.pop("out", None) if "out" not in self._sig.parameters else None
+        if out is not None:
+            fkey = None
         leaves = None if kwargs else self._fast_leaves(args)
         bound = None
         if leaves is None:
             bound, leaves = self._bind(args, kwargs)
         leaves, ctx = prepare_leaves(leaves, settings.simulator(), stream)
+        outs = None
+        if out is not None:
+            outs = out_arrays(out, leaves, ctx)
         key = tuple([l.key() for l in leaves])
+        if outs is not None:
+            key += tuple(("O",) + a.layout_key() for a in outs)
         compiled = self._cache.get(key)
         if compiled is None:
             if bound is None:
                 bound, _ = self._bind(args, kwargs)
-            compiled = self._compile(bound, leaves, key)
+            compiled = self._compile(bound, leaves, key, outs)
+        if outs is not None:
+            check_out(outs, compiled.lowered.out_specs)
+            return run(compiled, leaves, ctx, outs)
         if fkey is not None and stream is None and not ctx.simulator and \
                 ctx.result_kind == "cupy":
             with self._lock:
@@ -185,16 +202,75 @@ class JitFunction:
                 self._fast[fkey] = FastPath(compiled)
         return run(compiled, leaves, ctx)
 
-    def _compile(self, bound, leaves, key):
+    def _compile(self, bound, leaves, key, outs=None):
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is None:
-                lowered = self._lower(bound, leaves)
+                if settings.current().debug:
+                    _log_recompile(self, key)
+                lowered = self._lower(bound, leaves, outs=outs)
                 compiled = Compiled(lowered, make_launchers(lowered, settings.simulator()))
                 self._cache[key] = compiled
                 while len(self._cache) > settings.current().max_signatures:
                     self._cache.popitem(last=False)
             return compiled
+
+
+def _log_recompile(fn, key):
+    """NUMBAMR_DEBUG=1: say why this call compiles (which part of the signature is new)."""
+    import sys
+    if not fn._cache:
+        why = "first call"
+    else:
+        near = min(fn._cache, key=lambda k: sum(a != b for a, b in zip(k, key)) +
+                   abs(len(k) - len(key)))
+        diffs = [f"argument {i}: {a!r} -> {b!r}" for i, (a, b) in enumerate(zip(near, key))
+                 if a != b]
+        why = "; ".join(diffs) or "different arguments"
+    print(f"numbamr: compiling {fn.__name__} ({why})", file=sys.stderr)
+
+
+def out_arrays(out, leaves, ctx):
+    """The out= arrays as ArrayArgs, on the side the kernels run, not overlapping inputs."""
+    items = list(out.values()) if isinstance(out, dict) else \
+        list(out) if isinstance(out, (tuple, list)) else [out]
+    result = []
+    for i, a in enumerate(items):
+        info = arrays.inspect_array(a, f"out[{i}]")
+        if info is None:
+            raise ArgumentError(f"out[{i}] is a {type(a).__name__}, not an array")
+        if ctx.simulator and info.where != arrays.HOST:
+            raise ArgumentError(f"out[{i}] is a device array, but kernels run in numba's CPU "
+                                "simulator: pass NumPy arrays")
+        if not ctx.simulator and info.where != arrays.DEVICE:
+            raise ArgumentError(f"out[{i}] is a host array, but the kernels run on the GPU: "
+                                "pass device arrays (e.g. CuPy) as out=")
+        if any(s == 0 and n > 1 for s, n in zip(info.strides, info.shape)):
+            raise ArgumentError(f"out[{i}] is a broadcast view (zero stride): its elements "
+                                "overlap each other")
+        lo, hi = info.base_ptr, info.base_ptr + info.span * info.dtype.itemsize
+        for l in leaves:
+            if l.array is None:
+                continue
+            b = l.array
+            blo, bhi = b.base_ptr, b.base_ptr + b.span * b.dtype.itemsize
+            if lo < bhi and blo < hi:
+                raise ArgumentError(f"out[{i}] overlaps the memory of input {l.name!r}")
+        result.append(info)
+    return result
+
+
+def check_out(outs, specs):
+    """out= must match the outputs (``specs``: (dtype, shape) each) in number, shape, dtype."""
+    if len(outs) != len(specs):
+        raise ArgumentError(f"out= has {len(outs)} array(s) but the function returns "
+                            f"{len(specs)}")
+    for i, (a, (dt, shape)) in enumerate(zip(outs, specs)):
+        if tuple(a.shape) != tuple(shape):
+            raise ArgumentError(f"out[{i}] has shape {tuple(a.shape)}, the output has shape "
+                                f"{tuple(shape)}")
+        if a.dtype != dt:
+            raise ArgumentError(f"out[{i}] has dtype {a.dtype}, the output has dtype {dt}")
 
 
 def _ident(name):

@@ -51,9 +51,10 @@ def c_strides(shape):
 
 
 class Scheduler:
-    def __init__(self, graph, layouts, name, arg_names):
+    def __init__(self, graph, layouts, name, arg_names, out_layouts=None):
         self.graph, self.name, self.arg_names = graph, name, dict(arg_names)
         self.layouts = dict(layouts)
+        self.out_layouts = out_layouts or {}      # user output index -> (strides, offset)
         self.groups, self.temps = [], []
         self.buffers = {}               # id(node) -> BUFFER node replacing it
 
@@ -130,10 +131,14 @@ class Scheduler:
     def kernel_name(self):
         return self.name if not self.groups else f"{self.name}_{len(self.groups)}"
 
+    def store_layouts(self, nodes, targets):
+        """Where each output of a kernel is written: given out= arrays keep their strides."""
+        return [self.out_layouts.get(t[1], (c_strides(n.shape), 0)) if t[0] == "out"
+                else (c_strides(n.shape), 0) for n, t in zip(nodes, targets)]
+
     def build(self, nodes, targets):
-        out_layouts = [(c_strides(n.shape), 0) for n in nodes]
-        return build_kernel(nodes, self.layouts, out_layouts, self.kernel_name(),
-                            self.arg_names)
+        return build_kernel(nodes, self.layouts, self.store_layouts(nodes, targets),
+                            self.kernel_name(), self.arg_names)
 
     def materialize(self, node):
         name = f"t{len(self.temps)}"
@@ -193,7 +198,8 @@ def merge_groups(s):
         for m in merged[first:]:
             try:
                 kernel = build_kernel(m.outputs + g.outputs, s.layouts,
-                                      [(c_strides(n.shape), 0) for n in m.outputs + g.outputs],
+                                      s.store_layouts(m.outputs + g.outputs,
+                                                      m.targets + g.targets),
                                       m.name, s.arg_names)
             except FusionError:
                 continue
@@ -214,9 +220,9 @@ def _segments(extent, most):
     return best
 
 
-def schedule(graph, outputs, layouts, name, arg_names):
+def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None):
     """Kernel groups (in launch order) and temporaries for ``outputs``."""
-    s = Scheduler(graph, layouts, name, arg_names)
+    s = Scheduler(graph, layouts, name, arg_names, out_layouts)
     split = s.split_long_reductions(outputs)
     s.schedule(split, [("out", i) for i in range(len(outputs))])
     return merge_groups(s), s.temps

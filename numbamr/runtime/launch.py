@@ -78,6 +78,9 @@ def make_launchers(lowered, simulator):
     return [Launcher(k, simulator) for k in lowered.kernels]
 
 
+_SIM_LOCK = threading.Lock()
+
+
 class CallContext:
     """Where a call's arrays live, which stream it uses, what kind of arrays it returns."""
 
@@ -154,8 +157,11 @@ def _device_ptr(arr):
     return arr.data.ptr
 
 
-def run(compiled, leaves, ctx):
+def run(compiled, leaves, ctx, given=None):
+    """Launch every kernel; ``given``: out= arrays (ArrayArgs) to write instead."""
     lowered = compiled.lowered
+    if given is not None:
+        return _run_into(compiled, leaves, ctx, given)
     outs = [_alloc(ctx, dt, shape) for dt, shape in lowered.out_specs]
     if any(0 in s for _, s in lowered.out_specs):
         return _structure(lowered.structure, [_convert(ctx, o) for o in outs])
@@ -167,13 +173,45 @@ def run(compiled, leaves, ctx):
             args = [arrays.host_buffer(leaves[i].array) if src == "leaf" else
                     (outs[i] if src == "out" else temps[i]).reshape(-1)
                     for src, i in launcher.params]
-            launcher.kernel[launcher.grid, launcher.block](*args)
+            with _SIM_LOCK:          # numba's simulator runs one kernel at a time
+                launcher.kernel[launcher.grid, launcher.block](*args)
         else:
             ptrs = [leaves[i].array.base_ptr if src == "leaf" else
                     _device_ptr(outs[i] if src == "out" else temps[i])
                     for src, i in launcher.params]
             launcher.launch(ptrs, ctx.stream)
     return _structure(lowered.structure, [_convert(ctx, o) for o in outs])
+
+
+def _run_into(compiled, leaves, ctx, given):
+    lowered = compiled.lowered
+    if any(0 in s for _, s in lowered.out_specs):
+        return _structure(lowered.structure, [a.obj for a in given])
+    temps = {t.name: _alloc(ctx, t.dtype, t.shape) for t in lowered.temps}
+    # the simulator copies every argument in and out, so views of one buffer would undo each
+    # other's writes: there, kernels write into private spans copied into the views after
+    spans = [np.empty(a.span, a.dtype) for a in given] if ctx.simulator else None
+    for launcher in compiled.launchers:
+        if launcher.grid == 0:
+            continue
+        if ctx.simulator:
+            args = [arrays.host_buffer(leaves[i].array) if src == "leaf" else
+                    spans[i] if src == "out" else temps[i].reshape(-1)
+                    for src, i in launcher.params]
+            with _SIM_LOCK:          # numba's simulator runs one kernel at a time
+                launcher.kernel[launcher.grid, launcher.block](*args)
+        else:
+            ptrs = [leaves[i].array.base_ptr if src == "leaf" else
+                    given[i].base_ptr if src == "out" else _device_ptr(temps[i])
+                    for src, i in launcher.params]
+            launcher.launch(ptrs, ctx.stream)
+    if spans is not None:
+        for a, span in zip(given, spans):
+            item = a.dtype.itemsize
+            view = np.lib.stride_tricks.as_strided(span[a.offset:], a.shape,
+                                                   [s * item for s in a.strides])
+            np.copyto(a.obj, view)
+    return _structure(lowered.structure, [a.obj for a in given])
 
 
 def _convert(ctx, out):

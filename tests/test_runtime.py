@@ -1,0 +1,101 @@
+"""Calls: out=, recompilation log, threads, the signature cache."""
+import threading
+
+import numpy as np
+import pytest
+
+import numbamr as nm
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def ref_softmax(x):
+    x = x.astype(np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+X = np.random.default_rng(0).standard_normal((3, 40)).astype(np.float32)
+
+
+def test_out_writes_into_given_arrays():
+    fn = nm.jit(softmax)
+    out = np.full((3, 40), np.nan, np.float32)
+    got = fn(X, out=out)
+    assert got is out
+    np.testing.assert_allclose(out, ref_softmax(X), rtol=1e-5)
+
+
+def test_out_into_a_strided_view_leaves_the_rest_alone():
+    fn = nm.jit(lambda x: (x.sum(1), x.max(1)))
+    big = np.full((3, 4), -7.0, np.float32)
+    s, m = big[:, 0], big[:, 2]               # strided views
+    fn(X, out=(s, m))
+    np.testing.assert_allclose(big[:, 0], X.astype(np.float64).sum(1), rtol=1e-5)
+    np.testing.assert_array_equal(big[:, 2], X.max(1))
+    assert (big[:, [1, 3]] == -7.0).all()
+
+
+@pytest.mark.parametrize("out,match", [
+    (np.empty((3, 41), np.float32), "shape"),
+    (np.empty((3, 40), np.float64), "dtype"),
+    ((np.empty((3, 40), np.float32), np.empty((3, 40), np.float32)), "returns 1"),
+    ("not an array", "not an array"),
+    (np.broadcast_to(np.empty(40, np.float32), (3, 40)), "overlap"),
+])
+def test_bad_out_is_a_clear_error(out, match):
+    with pytest.raises(nm.ArgumentError, match=match):
+        nm.jit(softmax)(X, out=out)
+
+
+def test_out_overlapping_an_input_is_refused():
+    x = X.copy()
+    with pytest.raises(nm.ArgumentError, match="overlaps the memory of input 'x'"):
+        nm.jit(softmax)(x, out=x)
+    with pytest.raises(nm.ArgumentError, match="overlaps"):
+        nm.jit(lambda x: x.sum(1))(x, out=x[:, 0])
+
+
+def test_recompile_log_says_why(monkeypatch, capsys):
+    monkeypatch.setenv("NUMBAMR_DEBUG", "1")
+    fn = nm.jit(lambda x, k: x.sum(1) * k)
+    fn(X, 2)
+    fn(X, 2)                                  # cached: no line
+    fn(X, 3)                                  # static value changed
+    fn(X.astype(np.float64), 3)               # dtype changed
+    lines = [l for l in capsys.readouterr().err.splitlines() if l.startswith("numbamr:")]
+    assert len(lines) == 3
+    assert "first call" in lines[0]
+    assert "argument 1" in lines[1] and "2" in lines[1] and "3" in lines[1]
+    assert "argument 0" in lines[2] and "<f8" in lines[2]
+
+
+def test_concurrent_calls_from_threads_compile_once_and_agree():
+    fn = nm.jit(softmax)
+    results, errors = [None] * 4, []
+
+    def work(i):
+        try:
+            results[i] = fn(X)
+        except Exception as e:      # collected and reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(fn._cache) == 1
+    for r in results:
+        np.testing.assert_allclose(r, ref_softmax(X), rtol=1e-5)
+
+
+def test_memory_of_signatures_is_bounded(monkeypatch):
+    monkeypatch.setenv("NUMBAMR_MAX_SIGNATURES", "2")
+    fn = nm.jit(lambda x: x.sum(0))
+    for n in (1, 2, 3, 4):
+        fn(np.ones(n, np.float32))
+    assert len(fn._cache) == 2
