@@ -881,30 +881,28 @@ def amin(x, axis=None, out=None, keepdims=False, **kw):
     return _minmax(x, axis, keepdims, ReduceKind.MIN, "minimum")
 
 
+def _logical_reduce(x, axis, keepdims, kind, name, empty):
+    """any/all: max/min over bools; over an empty axis, ``empty`` (as numpy)."""
+    x = _prepare(x, name)
+    axes = normalize_axes(axis, x.ndim)
+    g = x.graph
+    if any(x.shape[a] == 0 for a in axes):
+        return _finish(g, _const(g, empty, dtypes.BOOL, _kept_shape(x.shape, axes)), axes,
+                       keepdims)
+    b = cast_node(g, x.node, dtypes.BOOL)
+    return _finish(g, _reduce_node(g, b, kind, axes), axes, keepdims)
+
+
 def any_(x, axis=None, out=None, keepdims=False, **kw):
     _no_out(out, "any")
     _no_kw(kw, "any")
-    x = _prepare(x, "any")
-    axes = normalize_axes(axis, x.ndim)
-    g = x.graph
-    b = cast_node(g, x.node, dtypes.BOOL)
-    if any(x.shape[a] == 0 for a in axes):
-        return _finish(g, _const(g, False, dtypes.BOOL, _kept_shape(x.shape, axes)), axes,
-                       keepdims)
-    return _finish(g, _reduce_node(g, b, ReduceKind.MAX, axes), axes, keepdims)
+    return _logical_reduce(x, axis, keepdims, ReduceKind.MAX, "any", False)
 
 
 def all_(x, axis=None, out=None, keepdims=False, **kw):
     _no_out(out, "all")
     _no_kw(kw, "all")
-    x = _prepare(x, "all")
-    axes = normalize_axes(axis, x.ndim)
-    g = x.graph
-    b = cast_node(g, x.node, dtypes.BOOL)
-    if any(x.shape[a] == 0 for a in axes):
-        return _finish(g, _const(g, True, dtypes.BOOL, _kept_shape(x.shape, axes)), axes,
-                       keepdims)
-    return _finish(g, _reduce_node(g, b, ReduceKind.MIN, axes), axes, keepdims)
+    return _logical_reduce(x, axis, keepdims, ReduceKind.MIN, "all", True)
 
 
 def _kept_shape(shape, axes):

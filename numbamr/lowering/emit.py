@@ -8,6 +8,7 @@ scalars, keeping the same combine order, hence the same result bits.
 import numpy as np
 
 from ..ops import Op, ReduceKind
+from .linearize import const_literal, exchange_dtype as _xdt
 
 FULL_MASK = "0xFFFFFFFF"
 
@@ -363,15 +364,7 @@ class Emitter:
 
 
 def _lit(value, dt):
-    from .linearize import const_literal
     return const_literal(value, dt)
-
-
-def _xdt(dt):
-    dt = np.dtype(dt)
-    if dt.kind == "b" or (dt.kind in "iu" and dt.itemsize < 4):
-        return np.dtype(np.int32)
-    return dt
 
 
 def _zero(dt):

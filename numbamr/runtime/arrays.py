@@ -85,13 +85,7 @@ class _NotLoaded:
 
 
 def _is_cupy(value):
-    global _CUPY_NDARRAY
-    if _CUPY_NDARRAY is None:
-        cp = sys.modules.get("cupy")
-        if cp is None:
-            return False
-        _CUPY_NDARRAY = cp.ndarray
-    return isinstance(value, _CUPY_NDARRAY)
+    return isinstance(value, cupy_ndarray())
 
 
 def _inspect_cupy(value, name):
