@@ -33,11 +33,11 @@ def inspect(entry, cc=(9, 0)):
     """Compile one kernel: {'ok', 'error', 'vector_loads', 'vector_stores', 'registers',
     'spill_bytes', 'stack_bytes'}."""
     from numba import cuda
-    from numbamr.runtime.compile import load_source
+    from numbamr.runtime.compile import load_source, with_deep_stack
     try:
         fn = getattr(load_source(entry["source"], entry["name"]), entry["name"])
-        ptx, _ = cuda.compile_ptx(fn, _sig(entry["params"]), cc=cc,
-                                  launch_bounds=(entry["block"],))
+        ptx, _ = with_deep_stack(lambda: cuda.compile_ptx(fn, _sig(entry["params"]), cc=cc,
+                                                          launch_bounds=(entry["block"],)))
         log = _ptxas_log(ptx, cc)
     except Exception as e:          # reported, not raised: the test names the kernel
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}

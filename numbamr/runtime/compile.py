@@ -59,6 +59,38 @@ def load_source(source, name):
         return mod
 
 
+def with_deep_stack(fn, *args):
+    """Run ``fn`` in a thread with a large stack and recursion limit.
+
+    numba's control-flow analyses recurse over basic blocks, and a long kernel (every
+    ``a if c else b`` is a branch) can have thousands of them.
+    """
+    out = {}
+
+    def target():
+        try:
+            out["value"] = fn(*args)
+        except BaseException as e:          # re-raised in the caller's thread
+            out["error"] = e
+    with _stack_lock:
+        old_limit = sys.getrecursionlimit()
+        old_size = threading.stack_size(512 << 20)
+        sys.setrecursionlimit(max(old_limit, 200000))
+        try:
+            t = threading.Thread(target=target)
+            t.start()
+            t.join()
+        finally:
+            threading.stack_size(old_size)
+            sys.setrecursionlimit(old_limit)
+    if "error" in out:
+        raise out["error"]
+    return out["value"]
+
+
+_stack_lock = threading.Lock()
+
+
 def pointer_signature(dtypes):
     """``void(T0*, T1*, ...)``: every kernel parameter is a raw pointer (bool as uint8,
     since numba's boolean is a 1-bit value in registers but a byte in memory)."""
@@ -82,7 +114,8 @@ def jit_kernel(source, name, simulator, block=1024, pointer_dtypes=None):
         return cuda.jit(fn), mod.__numbamr_path__
     sig = pointer_signature(pointer_dtypes)
     try:
-        kernel = cuda.jit(sig, cache=settings.current().cache, launch_bounds=(block,))(fn)
+        kernel = with_deep_stack(cuda.jit(sig, cache=settings.current().cache,
+                                          launch_bounds=(block,)), fn)
     except Exception as e:
         raise CompileError(f"numba failed to compile kernel {name} ({type(e).__name__}: {e}); "
                            f"its source is saved at {mod.__numbamr_path__}") from e
