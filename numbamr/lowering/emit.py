@@ -159,8 +159,17 @@ class Emitter:
                 if key not in self.scratch:
                     name = f"xchg_{len(self.scratch)}"
                     self.scratch[key] = name
-                    self.line(f"{name} = cuda.shared.array({self.p.block}, "
-                              f"{dtype_name(_xdt(ins.dtype))})")
+                    self.shared_decl(f"{name} = cuda.shared.array({self.p.block}, "
+                                     f"{dtype_name(_xdt(ins.dtype))})")
+
+    def shared_decl(self, text):
+        if self.target == "sim":        # see simmath.shared_lock
+            self.line("with math.shared_lock:")
+            self.indent += 1
+            self.line(text)
+            self.indent -= 1
+        else:
+            self.line(text)
 
     # ---- one rule per op ---------------------------------------------------------------
     def op_comment(self, ins):
@@ -174,8 +183,8 @@ class Emitter:
 
     def op_shared(self, ins):
         shape, rid = ins.arg
-        self.line(f"{ins.out[0]} = cuda.shared.array({shape}, {dtype_name(ins.dtype)})"
-                  f"  # reduce #{rid} only")
+        self.shared_decl(f"{ins.out[0]} = cuda.shared.array({shape}, {dtype_name(ins.dtype)})"
+                         f"  # reduce #{rid} only")
 
     def op_define_acc(self, ins):
         self.line(f"{ins.out[0]} = {ins.arg}")

@@ -5,8 +5,14 @@ and returns float64 instead. Emitted simulator sources import this module as ``m
 that both targets compute the same values in the same dtypes.
 """
 import math as _math
+import threading
 
 import numpy as np
+
+# numba's simulator finds a block's shared array by the declaring line, but looks it up and
+# creates it without a lock: two threads racing there get two different arrays. Simulator
+# sources declare shared arrays while holding this lock.
+shared_lock = threading.Lock()
 
 exp, log, log2, sqrt = np.exp, np.log, np.log2, np.sqrt
 sin, cos, tanh = np.sin, np.cos, np.tanh
