@@ -1,0 +1,82 @@
+"""Time numbamr under several forced layouts per cell, to choose heuristics from data.
+
+    python bench/variants.py                          # the default long-row study
+    python bench/variants.py --ops softmax --shapes 1024x65536 \
+        --variants "threads_per_row=256,unroll=8;threads_per_row=1024"
+
+Each variant is checked against float64 NumPy before it is timed; the copy ceiling is
+measured in the same run. Prints one table: GB/s per (cell, variant).
+"""
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import numpy as np  # noqa: E402
+
+import suite  # noqa: E402
+from run import timeit, copy_ceiling, rel_err, to_host, flat_outputs  # noqa: E402
+
+DEFAULT_VARIANTS = [
+    "", "threads_per_row=1024,unroll=4", "threads_per_row=512,unroll=4",
+    "threads_per_row=256,unroll=8", "threads_per_row=256,unroll=16",
+    "threads_per_row=128,unroll=16",
+]
+
+
+def parse(variant):
+    opts = {}
+    for item in filter(None, variant.split(",")):
+        k, v = item.split("=")
+        opts[k.strip()] = v.strip() if k.strip() == "layout" else int(v)
+    return opts
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--ops", default="softmax,layernorm,var,logsumexp,zscore,rmsnorm")
+    ap.add_argument("--shapes", default="1024x65536")
+    ap.add_argument("--variants", default=";".join(DEFAULT_VARIANTS))
+    args = ap.parse_args()
+    import cupy
+    import numbamr as nm
+    ceiling = copy_ceiling()
+    variants = args.variants.split(";")
+    print(f"copy ceiling {ceiling:.0f} GB/s")
+    rows = []
+    rng = np.random.default_rng(0)
+    for op in args.ops.split(","):
+        for shape_text in args.shapes.split(","):
+            shape = tuple(int(s) for s in shape_text.split("x"))
+            x = rng.standard_normal(shape).astype(np.float32)
+            params = suite.params_of(op, shape[1], rng)
+            fn = suite.np_ops(np)[op]
+            ref = [np.asarray(r) for r in flat_outputs(
+                fn(x.astype(np.float64), *[p.astype(np.float64) for p in params]))]
+            nbytes = x.nbytes + sum(p.nbytes for p in params) + suite.out_bytes(op, shape, 4)
+            dev = [cupy.asarray(x)] + [cupy.asarray(p) for p in params]
+            cells = []
+            for v in variants:
+                try:
+                    jf = nm.jit(**parse(v))(fn)
+                    got = [to_host(g) for g in flat_outputs(jf(*dev))]
+                    err = max(rel_err(g, r) for g, r in zip(got, ref))
+                    if err > 1e-4:
+                        cells.append(f"wrong {err:.1e}")
+                        continue
+                    t = timeit(lambda: jf(*dev))
+                    cells.append(f"{nbytes / t / 1e9:.0f}")
+                except Exception as e:          # shown in the table
+                    cells.append(f"error {type(e).__name__}")
+            rows.append((op, shape_text, cells))
+            print(op, shape_text, cells, flush=True)
+    print("\n| op | shape | " + " | ".join(v or "heuristic" for v in variants) + " |")
+    print("|---|---|" + "---|" * len(variants))
+    for op, shape, cells in rows:
+        print(f"| {op} | {shape} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
