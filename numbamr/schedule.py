@@ -60,8 +60,10 @@ class Scheduler:
 
     # ---- graph rewriting ---------------------------------------------------------------
     def rebuild(self, roots, rule):
-        """Rebuild the DAG under ``roots`` bottom-up; ``rule(node, new_srcs)`` may replace."""
+        """Rebuild the DAG under ``roots`` bottom-up; ``rule(node, new_srcs)`` may replace.
+        While it runs, ``self.rebuilt(node)`` is what an already visited node became."""
         memo = {}
+        self.rebuilt = lambda node: memo[id(node)]
         for n in toposort(roots):
             srcs = tuple(memo[id(s)] for s in n.srcs)
             new = rule(n, srcs)
@@ -84,19 +86,28 @@ class Scheduler:
     def split_long_reductions(self, roots):
         return self.rebuild(roots, self._split)
 
-    def _split(self, n, srcs):
-        if n.op is not Op.REDUCE or n.arg[0] not in SPLIT_KINDS:
-            return None
+    def _segments_for(self, n, src):
+        """How many segments to split reduce ``n`` (over ``src``) into; 1 means no split."""
         kind, axes = n.arg
-        src = srcs[0]
         rows = int(np.prod(n.shape, dtype=np.int64))
         extent = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
         blocks = rows if src.ndim - 1 in axes else -(-rows // COL_ROWS_PER_BLOCK)
-        if blocks >= SPLIT_MIN_BLOCKS or extent < SPLIT_MIN_EXTENT:
+        if kind not in SPLIT_KINDS or blocks >= SPLIT_MIN_BLOCKS or extent < SPLIT_MIN_EXTENT:
+            return 1
+        return _segments(extent, -(-SPLIT_TARGET_BLOCKS // blocks))
+
+    def _split(self, n, srcs):
+        if n.op is not Op.REDUCE:
             return None
-        segments = _segments(extent, -(-SPLIT_TARGET_BLOCKS // blocks))
+        src = srcs[0]
+        segments = self._segments_for(n, src)
         if segments < 2:
             return None
+        shifted = self._shifted_variance(n, src)
+        if shifted is not None:
+            return shifted
+        kind, axes = n.arg
+        extent = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
         kept = [a for a in range(src.ndim) if a not in axes]
         kept_shape = tuple(src.shape[a] for a in kept)
         piece = extent // segments
@@ -115,6 +126,39 @@ class Scheduler:
         outer_shape = tuple(1 if a == seg_axis else s for a, s in enumerate(inner_shape))
         outer = g.node(Op.REDUCE, n.dtype, outer_shape, (inner,), (kind, (seg_axis,)), n.loc)
         return g.node(Op.RESHAPE, n.dtype, n.shape, (outer,), n.shape, n.loc)
+
+    def _shifted_variance(self, n, src):
+        """sum((a - sum(a)/N)**2), split across blocks, in one pass over ``a``.
+
+        Two passes would read ``a`` twice. With K = a's first element along the reduced
+        axes, sum((a-K)**2) - sum(a-K)**2/N is the same quantity; summed in float64 its
+        rounding error is about 1e-16 * ((K - mean)/std)**2 of the result, negligible unless
+        K sits 10**5 standard deviations from the mean. float64 inputs keep two passes.
+        """
+        kind, axes = n.arg
+        a = _variance_input(n, n.srcs[0])          # matched on the graph as traced
+        if a is None or kind is not ReduceKind.SUM or a.dtype != np.float32:
+            return None
+        a = self.rebuilt(a)
+        g, f64 = self.graph, np.dtype(np.float64)
+        count = int(np.prod([a.shape[ax] for ax in axes], dtype=np.int64))
+        kshape = tuple(1 if i in axes else s for i, s in enumerate(a.shape))
+        k = g.node(Op.SHRINK, a.dtype, kshape, (a,),
+                   (tuple(0 for _ in a.shape), tuple(1 for _ in a.shape)), n.loc)
+        k = g.node(Op.EXPAND, a.dtype, a.shape, (k,), a.shape, n.loc)
+        y = g.node(Op.CAST, f64, a.shape, (g.node(Op.SUB, a.dtype, a.shape, (a, k), None,
+                                                 n.loc),), f64, n.loc)
+        s1 = g.node(Op.REDUCE, f64, kshape, (y,), (ReduceKind.SUM, axes), n.loc)
+        yy = g.node(Op.MUL, f64, a.shape, (y, y), None, n.loc)
+        s2 = g.node(Op.REDUCE, f64, kshape, (yy,), (ReduceKind.SUM, axes), n.loc)
+        s1, s2 = (self._split(r, r.srcs) or r for r in (s1, s2))
+        sq = g.node(Op.MUL, f64, kshape, (s1, s1), None, n.loc)
+        c = g.node(Op.CONST, f64, kshape, (), float(count), n.loc)
+        num = g.node(Op.SUB, f64, kshape, (s2, g.node(Op.DIV, f64, kshape, (sq, c), None,
+                                                      n.loc)), None, n.loc)
+        zero = g.node(Op.CONST, f64, kshape, (), 0.0, n.loc)
+        num = g.node(Op.MAX, f64, kshape, (num, zero), None, n.loc)    # never below 0
+        return g.node(Op.CAST, n.dtype, n.shape, (num,), n.dtype, n.loc)
 
     def _permute(self, x, perm):
         perm = tuple(perm)
@@ -185,6 +229,26 @@ class Scheduler:
                               nodes[0].loc)
         for b_nodes, b_targets in buckets:
             self.schedule(b_nodes, b_targets)
+
+
+def _variance_input(n, src):
+    """``a`` when ``n`` is sum((a - e)**2) over its axes with e = sum(a)/N broadcast back
+    (the second pass of a variance), else None."""
+    if src.op is not Op.MUL or src.srcs[0] is not src.srcs[1]:
+        return None
+    d = src.srcs[0]
+    if d.op is not Op.SUB or d.srcs[1].op is not Op.EXPAND:
+        return None
+    a, m = d.srcs[0], d.srcs[1].srcs[0]
+    if m.op is not Op.DIV or m.srcs[1].op is not Op.CONST:
+        return None
+    r1 = m.srcs[0]
+    axes = n.arg[1]
+    count = int(np.prod([a.shape[ax] for ax in axes], dtype=np.int64))
+    if r1.op is not Op.REDUCE or r1.arg != (ReduceKind.SUM, axes) or r1.srcs[0] is not a or \
+            m.srcs[1].arg != count or m.shape != n.shape:
+        return None
+    return a
 
 
 def merge_groups(s):

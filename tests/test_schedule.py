@@ -100,3 +100,23 @@ def test_zero_d_inputs_and_outputs():
     y = np.arange(5, dtype=np.float32)
     got = nm.jit(lambda x, y: (x * y).sum() + x)(x, y)
     assert np.asarray(got).shape == () and abs(float(got) - (3.5 * 10 + 3.5)) < 1e-5
+
+
+@pytest.mark.parametrize("offset", [0.0, 1e4])
+def test_split_variance_reads_the_input_once(monkeypatch, offset):
+    """x.var() over few rows, split across blocks: one kernel reads x (shifted sums in
+    float64), and the result stays within 1e-5 of float64 NumPy even when the data sit far
+    from zero (mean / std = 1e4)."""
+    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
+    monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 16)
+    x = (np.random.default_rng(2).standard_normal((32, 16)) + offset).astype(np.float32)
+
+    def stats(x):
+        return x.var(), x.std(), x.mean(), x.var(axis=0)
+    prog = Program("stats", stats, None)
+    fn = nm.jit(stats)
+    run_and_check(prog, (x,), jitted=fn)
+    readers = [k for k in fn.lower(x).kernels if 0 in k.kernel.inputs]
+    assert len(readers) == 2          # whole-array stats in one, the column variance in one
+    for k in readers:
+        assert all(r.depth == 0 for r in k.kernel.reduces)
