@@ -109,7 +109,7 @@ def test_split_variance_reads_the_input_once(monkeypatch, offset):
     from zero (mean / std = 1e4)."""
     monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
     monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 16)
-    x = (np.random.default_rng(2).standard_normal((32, 16)) + offset).astype(np.float32)
+    x = (np.random.default_rng(2).standard_normal((256, 8)) + offset).astype(np.float32)
 
     def stats(x):
         return x.var(), x.std(), x.mean(), x.var(axis=0)
