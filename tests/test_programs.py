@@ -28,6 +28,7 @@ OPTION_SETS = [
     dict(threads_per_row=16, rows_per_block=2, upcast=1, unroll=3, vector=2),
     dict(threads_per_row=4, rows_per_block=8, layout="col"),
     dict(threads_per_row=2, rows_per_block=4, layout="col", upcast=0, unroll=2),
+    dict(threads_per_row=8, stage=4096),          # rows in registers + shared memory
 ]
 
 SWEPT = ["softmax", "layernorm_stats", "chain4", "sum_max_min", "vector_matrix", "two_axes",

@@ -100,3 +100,23 @@ def test_forced_layouts_compile(options):
     results = compile_report(kernels)
     bad = [f"{k.name}: {r['error']}" for k, r in zip(kernels, results) if not r["ok"]]
     assert not bad, "\n".join(bad)
+
+
+def test_long_rows_are_staged_on_chip_without_spills():
+    """1024 x 65536 float32: rows that need a second pass (softmax, layernorm, rmsnorm,
+    z-score) are kept in registers + shared memory (read once); one-pass reductions (sum+max,
+    and variance and logsumexp in their one-pass forms) stream."""
+    rng = np.random.default_rng(0)
+    staged, streamed = [], []
+    for name in ("softmax", "layernorm", "rmsnorm", "zscore", "sum_and_max", "variance"):
+        p = BY_NAME[name]
+        x = np.empty((1024, 65536), np.float32)
+        inputs = (x,) + tuple(a for a in p.make(rng, 1, 65536)[1:])
+        k = lower_for_gpu(p.fn, inputs).kernels[0]
+        (staged if k.program.dynamic_shared else streamed).append((name, k))
+    assert [n for n, _ in staged] == ["softmax", "layernorm", "rmsnorm", "zscore"]
+    report = compile_report([k for _, k in staged])
+    for (name, k), r in zip(staged, report):
+        assert r["ok"], r["error"]
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (name, r)
+        assert r["vector_loads"] > 0, name

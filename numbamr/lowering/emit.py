@@ -350,6 +350,16 @@ class Emitter:
     def op_barrier(self, ins):
         self.line(f"cuda.syncthreads()  # reduce #{ins.arg} partials written")
 
+    def op_stage_decl(self, ins):
+        self.shared_decl(f"{ins.out[0]} = cuda.shared.array(0, {dtype_name(ins.dtype)})"
+                         f"  # staged rows (dynamic shared memory)")
+
+    def op_stage_store(self, ins):
+        self.line(f"{ins.srcs[0]}[{ins.arg}] = {ins.srcs[1]}")
+
+    def op_stage_load(self, ins):
+        self.line(f"{ins.out[0]} = {ins.srcs[0]}[{ins.arg}]")
+
     def op_if(self, ins):
         self.line(f"if {ins.arg}:")
         self.indent += 1

@@ -56,6 +56,7 @@ class Program:
     layout: object
     kernel: object
     shared: list = field(default_factory=list)   # (name, shape, dtype, reduce id)
+    dynamic_shared: int = 0  # bytes of dynamic shared memory (staged rows)
 
 
 def format_program(p):
@@ -93,10 +94,13 @@ class _Names:
 
 
 class _Chunk:
-    """One chunk of a pass: V consecutive positions of the loop variable."""
+    """One chunk of a pass: V consecutive positions of the loop variable. ``stage_it`` is
+    set for the chunks of a resident row kept in shared memory: they are walked by a loop
+    (its variable), so that the compiler does not hold them all in registers at once."""
 
-    def __init__(self, group, u, qvar, mask):
+    def __init__(self, group, u, qvar, mask, stage_it=None):
         self.group, self.u, self.qvar, self.mask = group, u, qvar, mask
+        self.stage_it = stage_it
 
 
 class Linearizer:
@@ -117,6 +121,10 @@ class Linearizer:
         self.group_vars = {g.var: g for g in kernel.groups}
         self.accs = {}                    # reduce id -> accumulator names (value[, index])
         self.resident_q = {}              # (group id, chunk) -> (position name, mask name)
+        self.stage_slot = {}              # Val id -> (array name, element offset): staged rows
+        self.staged_done = set()          # Val ids whose staged chunks are in shared memory
+        self.staging = set()              # ... being stored by the pass now open
+        self.stage_bytes = 0
         self.block_begin = None           # where the outermost open block starts (hoisting)
         self.depth = 0
         self.hoisting = False
@@ -184,7 +192,8 @@ class Linearizer:
             if stores:
                 self.store_pass(g, stores)
         grid = -(-k.nrows // L.rows_per_block)
-        return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared)
+        return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared,
+                       self.stage_bytes)
 
     def prologue(self):
         k, L = self.k, self.L
@@ -214,6 +223,23 @@ class Linearizer:
             self.names.used.add("row_ok")
         for r in k.reduces:
             self.declare_shared(r)
+        self.declare_stages()
+
+    def declare_stages(self):
+        """Regions of dynamic shared memory for the staged chunks of each per-row load."""
+        from .options import staged_loads, _stage_bytes
+        arrays, offset = {}, 0
+        for g, plan in zip(self.k.groups, self.L.groups):
+            if not plan.staged:
+                continue
+            for w in staged_loads(self.k, g):
+                dt = np.dtype(w.dtype)
+                if dt.name not in arrays:
+                    arrays[dt.name] = self.names.new(f"stage_{dt.name}")
+                    self.add("STAGE_DECL", (arrays[dt.name],), arg=dt.name, dtype=dt)
+                self.stage_slot[w.id] = (arrays[dt.name], offset // dt.itemsize)
+                offset += _stage_bytes(plan.staged, self.L.threads_per_row, plan.vector, dt)
+        self.stage_bytes = offset
 
     def declare_shared(self, r):
         L = self.L
@@ -244,8 +270,9 @@ class Linearizer:
         span = t * v
         extent = g.extent
         if plan.resident:
+            first = plan.chunks - plan.staged
             self.add("PASS", arg=(g.id, "resident"))
-            for u in range(plan.chunks):
+            for u in range(first):
                 if (g.id, u) not in self.resident_q:     # positions stay valid across passes
                     q = self.names.new(f"{g.var.name}_{u}")
                     self.add("INDEX", (q,), ("lane",), arg=f"lane * {v} + {u * span}" if v > 1
@@ -253,6 +280,8 @@ class Linearizer:
                     self.resident_q[(g.id, u)] = (q, self.mask(q, extent, (u + 1) * span > extent))
                 q, mask = self.resident_q[(g.id, u)]
                 yield _Chunk(g, u, q, mask)
+            if plan.staged:
+                yield from self.staged_chunks(g, first, plan.staged, span, v)
             self.add("ENDPASS", arg=(g.id, "resident"))
             return
         per_iter = span * plan.chunks
@@ -268,6 +297,22 @@ class Linearizer:
         self.add("ENDLOOP", arg=g.id)
         for key in [k for k in self.elem_memo if k[1] == g.id]:
             del self.elem_memo[key]
+
+    def staged_chunks(self, g, first, count, span, v):
+        """The chunks of a resident row kept in shared memory: a loop over them; the first
+        pass loads them from memory and stores them, later passes read them back."""
+        it = self.names.new(f"st{g.id}")
+        self.add("LOOP", (it,), arg=(count, g.id))
+        q = self.names.new(f"{g.var.name}_s")
+        lane_part = f"lane * {v}" if v > 1 else "lane"
+        self.add("INDEX", (q,), (it, "lane"), arg=f"({it} + {first}) * {span} + {lane_part}")
+        need = (first + count) * span > g.extent
+        yield _Chunk(g, "s", q, self.mask(q, g.extent, need), stage_it=it)
+        self.add("ENDLOOP", arg=g.id)
+        for key in [k for k in self.elem_memo if k[1] == g.id and k[2] == "s"]:
+            del self.elem_memo[key]
+        self.staged_done |= self.staging
+        self.staging = set()
 
     def mask(self, q, extent, need_q):
         if not need_q:
@@ -520,6 +565,38 @@ class Linearizer:
         return name
 
     def load(self, val, ch, v):
+        if ch is not None and ch.stage_it is not None and val.id in self.stage_slot:
+            return self.staged_load(val, ch, v)
+        return self.memory_load(val, ch, v)
+
+    def stage_index(self, val, ch, v):
+        """Where element v of a staged chunk lives: [chunk][element][lane], so that a warp's
+        accesses fall on consecutive words (no bank conflicts)."""
+        name, offset = self.stage_slot[val.id]
+        plan, t = self.L.groups[ch.group.id], self.L.threads_per_row
+        return name, f"{offset + v * t} + {ch.stage_it} * {plan.vector * t} + lane"
+
+    def staged_load(self, val, ch, v):
+        name, index = self.stage_index(val, ch, v)
+        if val.id in self.staged_done:               # later passes: read back the copy
+            out = self.names.new(f"{self.k.inputs[val.arg[0]][1]}_s_{v}")
+            self.add("STAGE_LOAD", (out,), (name, ch.stage_it, "lane"), arg=index,
+                     dtype=val.dtype)
+            return out
+        got = self.memory_load(val, ch, v)           # first pass: load, keep a copy
+        width = self.L.groups[ch.group.id].vector
+        vector = width > 1 and self.vectorizable(val.arg[1], ch.group, ("in", val.arg[0]),
+                                                 val.dtype)
+        names = [self.elem_memo.get((val.id, ch.group.id, ch.u, i), got)
+                 for i in range(width)] if vector else [got]
+        for i, n in enumerate(names):
+            name, index = self.stage_index(val, ch, i if vector else v)
+            self.add("STAGE_STORE", (), (name, n, ch.stage_it, "lane"), arg=index,
+                     dtype=val.dtype)
+        self.staging.add(val.id)
+        return got
+
+    def memory_load(self, val, ch, v):
         pos, addr = val.arg
         buf = self.buf[("in", pos)]
         base = self.k.inputs[pos][1]

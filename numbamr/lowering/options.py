@@ -24,6 +24,9 @@ class KernelOptions:
     unroll:          chunks per iteration of a loop over a row that is not resident
     layout:          'row' (a row's threads are adjacent: coalesced along rows) or 'col'
                      (adjacent threads take adjacent rows: coalesced across rows)
+    stage:           most bytes of shared memory per block that may hold the part of a
+                     row that does not fit in registers (so the row is still read once);
+                     0 never stages
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -31,6 +34,7 @@ class KernelOptions:
     upcast: int = None
     unroll: int = None
     layout: str = None
+    stage: int = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -58,6 +62,8 @@ class KernelOptions:
             raise ArgumentError(f"option upcast must be >= 0, got {self.upcast}")
         if self.unroll is not None and self.unroll < 1:
             raise ArgumentError(f"option unroll must be >= 1, got {self.unroll}")
+        if self.stage is not None and not 0 <= self.stage <= 227 * 1024:
+            raise ArgumentError(f"option stage must be 0..232448 bytes, got {self.stage}")
 
 
 @dataclass(frozen=True)
@@ -65,6 +71,7 @@ class GroupPlan:
     vector: int        # elements per chunk (V)
     chunks: int        # resident: chunks per thread covering the extent; streaming: unroll
     resident: bool
+    staged: int = 0    # resident: how many of the last chunks live in shared memory
 
 
 @dataclass(frozen=True)
@@ -182,7 +189,74 @@ def choose(kernel, forced=None, simulator=False):
         else:
             unroll = forced.unroll if forced.unroll is not None else (2 if simulator else 4)
             plans.append(GroupPlan(v, max(1, min(unroll, need)), False))
-    return Layout(t, rb, layout, tuple(plans))
+    result = Layout(t, rb, layout, tuple(plans))
+    if layout == "row" and forced.upcast is None and any(not p.resident for p in plans):
+        staged = _staged_layout(kernel, result, forced, simulator)
+        if staged is not None:
+            return staged
+    return result
+
+
+STAGE_BUDGET = 160 * 1024      # bytes of shared memory a block may stage rows in
+
+
+def staged_loads(kernel, group):
+    """Distinct loads of ``group`` whose address depends on the row: the per-row data that
+    staging keeps on chip (row-independent data such as weights is re-read from L2)."""
+    seen, out = set(), []
+    vals = [r.body for r in kernel.reduces if r.group is group]
+    vals += [s.value for s in kernel.stores if s.group is group]
+    for v in vals:
+        for w in walk(v):
+            if w.op is Op.LOAD and w.id not in seen and group.var in w.arg[1].vars() \
+                    and kernel.row in w.arg[1].vars() and w.dtype.kind != "b":
+                seen.add(w.id)
+                out.append(w)
+    return out
+
+
+def _staged_layout(kernel, layout, forced, simulator):
+    """Rows too long for registers held in registers + shared memory (read once), when the
+    shared memory they need fits the budget; else None (the rows are streamed)."""
+    budget = forced.stage if forced.stage is not None else (0 if simulator else STAGE_BUDGET)
+    if budget <= 0 or (forced.rows_per_block or 1) != 1:
+        return None
+    t = layout.threads_per_row if forced.threads_per_row is not None else \
+        min(layout.threads_per_row, 512)
+    in_regs = (8 if simulator else 64) if t <= 512 else 32     # values per thread in registers
+    plans, total = [], 0
+    passes = _streamed_passes(kernel, layout)
+    if all(passes[g.id] <= 1 for g, p in zip(kernel.groups, layout.groups) if not p.resident):
+        return None             # streaming reads every row once already
+    for g, p in zip(kernel.groups, layout.groups):
+        need = -(-g.extent // (t * p.vector))
+        if need * p.vector <= in_regs:
+            plans.append(GroupPlan(p.vector, need, True))
+            continue
+        reg_chunks = max(1, in_regs // p.vector)
+        staged = need - reg_chunks
+        loads = staged_loads(kernel, g)
+        total += sum(_stage_bytes(staged, t, p.vector, w.dtype) for w in loads)
+        plans.append(GroupPlan(p.vector, need, True, staged))
+    if total > budget:
+        return None
+    return Layout(t, 1, "row", tuple(plans))
+
+
+def _streamed_passes(kernel, layout):
+    """Passes over each loop group when its rows are streamed (one-pass fusions counted)."""
+    from .online import find_fusions
+    fused = {f.second.id for f in find_fusions(kernel, layout)}
+    out = {}
+    for g in kernel.groups:
+        depths = {r.depth for r in kernel.reduces if r.group is g and r.id not in fused}
+        out[g.id] = len(depths) + any(s.group is g for s in kernel.stores)
+    return out
+
+
+def _stage_bytes(staged, t, v, dtype):
+    """Bytes of one staged load, rounded up to 16 (regions start 16-byte aligned)."""
+    return -(-staged * t * v * np.dtype(dtype).itemsize // 16) * 16
 
 
 def with_defaults(options, **overrides):

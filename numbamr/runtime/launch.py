@@ -17,22 +17,49 @@ from .compile import jit_kernel
 _libcuda = None
 
 
-def _cu_launch_kernel():
-    """libcuda's cuLaunchKernel through ctypes: the cheapest call Python can make."""
+def _driver():
+    """libcuda through ctypes (cuLaunchKernel this way is the cheapest call Python makes)."""
     global _libcuda
     if _libcuda is None:
         _libcuda = ctypes.CDLL("libcuda.so.1")
         f = _libcuda.cuLaunchKernel
         f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
         f.restype = ctypes.c_int
-    return _libcuda.cuLaunchKernel
+    return _libcuda
+
+
+def _cu_launch_kernel():
+    return _driver().cuLaunchKernel
+
+
+CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+
+
+def allow_dynamic_shared(handle, nbytes):
+    """Raise a kernel's dynamic shared memory limit (above 48 KB it must be asked for)."""
+    lib = _driver()
+    err = lib.cuFuncSetAttribute(ctypes.c_void_p(int(handle)),
+                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                 ctypes.c_int(nbytes))
+    if err != 0:                        # a CUkernel handle: set it for the current device
+        dev = ctypes.c_int(0)
+        lib.cuCtxGetDevice(ctypes.byref(dev))
+        err = lib.cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                                       ctypes.c_int(nbytes), ctypes.c_void_p(int(handle)),
+                                       dev)
+    if err != 0:
+        raise RuntimeError(f"could not allow {nbytes} bytes of dynamic shared memory "
+                           f"(CUDA error {err})")
 
 
 class _DriverLaunch:
     """cuLaunchKernel with a reusable parameter block (one pointer-sized slot per param)."""
 
-    def __init__(self, handle, nparams, grid, block):
+    def __init__(self, handle, nparams, grid, block, shared=0):
         self._launch = _cu_launch_kernel()
+        self._shared = shared
+        if shared > 48 * 1024:
+            allow_dynamic_shared(handle, shared)
         self._f = int(handle)
         self._values = (ctypes.c_uint64 * max(nparams, 1))()
         base = ctypes.addressof(self._values)
@@ -45,8 +72,8 @@ class _DriverLaunch:
     def __call__(self, pointers, stream):
         with self._lock:            # the driver copies the block during the call
             self._values[:len(pointers)] = pointers
-            err = self._launch(self._f, self._grid, 1, 1, self._block, 1, 1, 0, stream,
-                               self._params, None)
+            err = self._launch(self._f, self._grid, 1, 1, self._block, 1, 1, self._shared,
+                               stream, self._params, None)
         if err != 0:
             raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
 
@@ -57,6 +84,7 @@ class Launcher:
     def __init__(self, lowered_kernel, simulator):
         lk = lowered_kernel
         self.grid, self.block = lk.grid, lk.block
+        self.shared = lk.program.dynamic_shared
         # where each parameter comes from: ('leaf', arg position), ('out', i), ('tmp', name)
         self.params = [(("tmp", pos) if isinstance(pos, str) else ("leaf", pos))
                        if kind == "in" else tuple(lk.targets[pos])
@@ -71,7 +99,7 @@ class Launcher:
         compiled = next(iter(self.kernel.overloads.values()))
         self.cufunc = compiled._codelibrary.get_cufunc()
         self.launch = _DriverLaunch(self.cufunc.handle, len(self.params), self.grid,
-                                    self.block)
+                                    self.block, self.shared)
 
 
 def make_launchers(lowered, simulator):
@@ -174,7 +202,7 @@ def run(compiled, leaves, ctx, given=None):
                     (outs[i] if src == "out" else temps[i]).reshape(-1)
                     for src, i in launcher.params]
             with _SIM_LOCK:          # numba's simulator runs one kernel at a time
-                launcher.kernel[launcher.grid, launcher.block](*args)
+                launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
         else:
             ptrs = [leaves[i].array.base_ptr if src == "leaf" else
                     _device_ptr(outs[i] if src == "out" else temps[i])
@@ -199,7 +227,7 @@ def _run_into(compiled, leaves, ctx, given):
                     spans[i] if src == "out" else temps[i].reshape(-1)
                     for src, i in launcher.params]
             with _SIM_LOCK:          # numba's simulator runs one kernel at a time
-                launcher.kernel[launcher.grid, launcher.block](*args)
+                launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
         else:
             ptrs = [leaves[i].array.base_ptr if src == "leaf" else
                     given[i].base_ptr if src == "out" else _device_ptr(temps[i])
