@@ -11,7 +11,7 @@ import threading
 import numpy as np
 
 from . import settings
-from .errors import ArgumentError, NumbamrError
+from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc
 from .graph import format_graph
 from .lowering import lower_built, KernelOptions
 from .runtime import arrays
@@ -202,14 +202,28 @@ class JitFunction:
                 self._fast[fkey] = FastPath(compiled)
         return run(compiled, leaves, ctx)
 
+    def _compile_error(self, message):
+        code = getattr(self.fn, "__code__", None)
+        loc = SourceLoc(code.co_filename, code.co_firstlineno,
+                        f"def {self.__name__}(...)") if code else None
+        return CompileError(f"compiling {self.__name__}: {message}", loc)
+
     def _compile(self, bound, leaves, key, outs=None):
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is None:
                 if settings.current().debug:
                     _log_recompile(self, key)
-                lowered = self._lower(bound, leaves, outs=outs)
-                compiled = Compiled(lowered, make_launchers(lowered, settings.simulator()))
+                try:
+                    lowered = self._lower(bound, leaves, outs=outs)
+                    compiled = Compiled(lowered, make_launchers(lowered, settings.simulator()))
+                except NumbamrError as e:
+                    if isinstance(e, CompileError):
+                        raise self._compile_error(e.plain_message) from e
+                    raise
+                except Exception as e:      # a bug in numbamr: say so, and where it was used
+                    raise self._compile_error(
+                        f"internal error while compiling ({type(e).__name__}: {e})") from e
                 self._cache[key] = compiled
                 while len(self._cache) > settings.current().max_signatures:
                     self._cache.popitem(last=False)

@@ -99,3 +99,33 @@ def test_memory_of_signatures_is_bounded(monkeypatch):
     for n in (1, 2, 3, 4):
         fn(np.ones(n, np.float32))
     assert len(fn._cache) == 2
+
+
+def test_a_failing_compile_names_the_saved_source_and_the_function(monkeypatch):
+    import importlib
+    emit = importlib.import_module("numbamr.lowering.emit")
+    monkeypatch.setattr(emit, "_alu", lambda op, dt, a: "(((")      # broken source
+    fn = nm.jit(softmax)
+    with pytest.raises(nm.CompileError) as err:
+        fn(X)
+    msg = str(err.value)
+    assert "saved at" in msg and "softmax" in msg
+    path = msg.split("saved at ")[1].split()[0].rstrip(";)")
+    with open(path) as f:
+        assert "(((" in f.read()
+    assert err.value.loc.lineno == softmax.__code__.co_firstlineno
+
+
+def test_a_corrupted_cache_entry_is_rewritten(tmp_path, monkeypatch):
+    from numbamr.runtime import compile as rc
+    monkeypatch.setenv("NUMBAMR_CACHE_DIR", str(tmp_path))
+    fn = nm.jit(softmax)
+    first = fn(X)
+    files = list((tmp_path / "src").glob("gen_*.py"))
+    assert files
+    for f in files:
+        f.write_text(f.read_text()[:50])          # truncated entry
+    monkeypatch.setattr(rc, "_modules", {})      # as a new process would see the disk
+    again = nm.jit(softmax)(X)
+    np.testing.assert_array_equal(first, again)
+    assert all(len(f.read_text()) > 50 for f in files)
