@@ -119,6 +119,7 @@ def test_a_failing_compile_names_the_saved_source_and_the_function(monkeypatch):
 def test_a_corrupted_cache_entry_is_rewritten(tmp_path, monkeypatch):
     from numbamr.runtime import compile as rc
     monkeypatch.setenv("NUMBAMR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(rc, "_modules", {})      # nothing loaded yet in this process
     fn = nm.jit(softmax)
     first = fn(X)
     files = list((tmp_path / "src").glob("gen_*.py"))
