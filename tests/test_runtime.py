@@ -130,3 +130,31 @@ def test_a_corrupted_cache_entry_is_rewritten(tmp_path, monkeypatch):
     again = nm.jit(softmax)(X)
     np.testing.assert_array_equal(first, again)
     assert all(len(f.read_text()) > 50 for f in files)
+
+
+CONCURRENT_CHILD = """
+import os, sys
+os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+sys.path.insert(0, {tests!r})
+import numpy as np, numbamr as nm
+from test_runtime import softmax, X, ref_softmax
+for _ in range(3):
+    np.testing.assert_allclose(nm.jit(softmax)(X), ref_softmax(X), rtol=1e-5)
+print("ok")
+"""
+
+
+def test_processes_writing_the_same_cache_entry(tmp_path):
+    import os
+    import subprocess
+    import sys
+    tests = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, NUMBAMR_CACHE_DIR=str(tmp_path))
+    code = CONCURRENT_CHILD.format(tests=tests)
+    procs = [subprocess.Popen([sys.executable, "-c", code], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(3)]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 and o.strip() == "ok" for p, (o, _) in zip(procs, outs)), \
+        [e[-2000:] for _, e in outs]
+    assert len(list((tmp_path / "src").glob("gen_*.py"))) == 1
+    assert not list((tmp_path / "src").glob(".tmp_*"))
