@@ -1,0 +1,92 @@
+"""Arrays in and out on a GPU: CuPy, torch, numba device arrays, views, out=, stream=."""
+import numpy as np
+import pytest
+
+import numbamr as nm
+
+pytestmark = pytest.mark.gpu
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def ref(x):
+    x = np.asarray(x, np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+X = np.random.default_rng(0).standard_normal((300, 1000)).astype(np.float32)
+
+
+def test_numpy_in_numpy_out():
+    y = nm.jit(softmax)(X)
+    assert isinstance(y, np.ndarray)
+    np.testing.assert_allclose(y, ref(X), rtol=1e-5, atol=1e-7)
+
+
+def test_torch_in_torch_out():
+    torch = pytest.importorskip("torch")
+    xt = torch.as_tensor(X, device="cuda")
+    y = nm.jit(softmax)(xt)
+    assert isinstance(y, torch.Tensor) and y.is_cuda
+    np.testing.assert_allclose(y.cpu().numpy(), ref(X), rtol=1e-5, atol=1e-7)
+
+
+def test_numba_device_array_in():
+    from numba import cuda
+    y = nm.jit(softmax)(cuda.to_device(X))
+    np.testing.assert_allclose(y.get(), ref(X), rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("view", ["T", "rows", "cols", "reversed"])
+def test_views_are_read_in_place(view):
+    import cupy as cp
+    big = cp.asarray(np.random.default_rng(1).standard_normal((600, 2000)).astype(np.float32))
+    x = {"T": big[:1000, :300].T, "rows": big[::2, :1000], "cols": big[:300, ::2],
+         "reversed": big[:300, 999::-1]}[view]
+    y = nm.jit(softmax)(x)
+    np.testing.assert_allclose(y.get(), ref(x.get()), rtol=1e-5, atol=1e-7)
+
+
+def test_out_and_stream():
+    import cupy as cp
+    x = cp.asarray(X)
+    out = cp.full_like(x, cp.nan)
+    s = cp.cuda.Stream(non_blocking=True)
+    fn = nm.jit(softmax)
+    got = fn(x, out=out, stream=s)
+    s.synchronize()
+    assert got is out
+    np.testing.assert_allclose(out.get(), ref(X), rtol=1e-5, atol=1e-7)
+    with s:                                   # default: the current CuPy stream
+        y = fn(x)
+    s.synchronize()
+    np.testing.assert_allclose(y.get(), ref(X), rtol=1e-5, atol=1e-7)
+    with pytest.raises(nm.ArgumentError, match="overlaps"):
+        fn(x, out=x)
+
+
+def test_many_shapes_and_threads():
+    import threading
+    import cupy as cp
+    fn = nm.jit(softmax)
+    xs = [cp.asarray(np.random.default_rng(n).standard_normal((7, n)).astype(np.float32))
+          for n in (31, 32, 33, 1000)]
+    errors = []
+
+    def work(x):
+        try:
+            for _ in range(20):
+                np.testing.assert_allclose(fn(x).get(), ref(x.get()), rtol=1e-5, atol=1e-7)
+        except Exception as e:          # reported below
+            errors.append(e)
+    threads = [threading.Thread(target=work, args=(x,)) for x in xs * 2]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(fn._cache) == 4
