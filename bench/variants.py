@@ -39,6 +39,7 @@ def main():
     ap.add_argument("--ops", default="softmax,layernorm,var,logsumexp,zscore,rmsnorm")
     ap.add_argument("--shapes", default="1024x65536")
     ap.add_argument("--variants", default=";".join(DEFAULT_VARIANTS))
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float16"])
     args = ap.parse_args()
     import cupy
     import numbamr as nm
@@ -50,12 +51,15 @@ def main():
     for op in args.ops.split(","):
         for shape_text in args.shapes.split(","):
             shape = tuple(int(s) for s in shape_text.split("x"))
-            x = rng.standard_normal(shape).astype(np.float32)
+            x = rng.standard_normal(shape).astype(args.dtype)
             params = suite.params_of(op, shape[1], rng)
             fn = suite.np_ops(np)[op]
+            if args.dtype == "float16":
+                fn = suite.half_wrap(fn)
             ref = [np.asarray(r) for r in flat_outputs(
                 fn(x.astype(np.float64), *[p.astype(np.float64) for p in params]))]
-            nbytes = x.nbytes + sum(p.nbytes for p in params) + suite.out_bytes(op, shape, 4)
+            nbytes = x.nbytes + sum(p.nbytes for p in params) + \
+                suite.out_bytes(op, shape, x.dtype.itemsize)
             dev = [cupy.asarray(x)] + [cupy.asarray(p) for p in params]
             cells = []
             for v in variants:
@@ -63,7 +67,7 @@ def main():
                     jf = nm.jit(**parse(v))(fn)
                     got = [to_host(g) for g in flat_outputs(jf(*dev))]
                     err = max(rel_err(g, r) for g, r in zip(got, ref))
-                    if err > 1e-4:
+                    if err > (2e-3 if args.dtype == "float16" else 1e-4):
                         cells.append(f"wrong {err:.1e}")
                         continue
                     t = timeit(lambda: jf(*dev))
