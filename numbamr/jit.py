@@ -165,12 +165,11 @@ class JitFunction:
 
     def __call__(self, *args, **kwargs):
         fkey = None
-        if not kwargs and len(args) == len(self._names) and self._simple:
+        if not kwargs and self._simple and len(args) == len(self._names):
             fkey = fast_key(args)
-            if fkey is not None:
-                fast = self._fast.get(fkey)
-                if fast is not None:
-                    return fast(args)
+            fast = self._fast.get(fkey)
+            if fast is not None:
+                return fast(args)
         stream = kwargs.pop("stream", None) if "stream" not in self._sig.parameters else None
         out = kwargs.pop("out", None) if "out" not in self._sig.parameters else None
         if out is not None:
@@ -195,11 +194,13 @@ class JitFunction:
             check_out(outs, compiled.lowered.out_specs)
             return run(compiled, leaves, ctx, outs)
         if fkey is not None and stream is None and not ctx.simulator and \
-                ctx.result_kind == "cupy":
+                ctx.result_kind == "cupy" and \
+                all(l.array.offset == 0 and l.array.kind == "cupy" for l in leaves
+                    if l.array is not None):
             with self._lock:
                 if len(self._fast) >= settings.current().max_signatures:
                     self._fast.clear()
-                self._fast[fkey] = FastPath(compiled)
+                self._fast[fkey] = FastPath(compiled).call
         return run(compiled, leaves, ctx)
 
     def _compile_error(self, message):

@@ -260,45 +260,54 @@ def _structure(structure, outs):
 
 
 class FastPath:
-    """The call path for one compiled signature whose array arguments are all C-ordered or
-    positively strided CuPy arrays: no argument objects, one allocation per output, one
-    ``cuLaunchKernel`` per kernel on CuPy's current stream."""
+    """The call path for one compiled signature whose array arguments are all CuPy arrays
+    with non-negative strides: a small function generated for it allocates the outputs and
+    launches each kernel on CuPy's current stream, with no per-call argument objects."""
 
     def __init__(self, compiled):
         import cupy
-        self._empty = cupy.empty
-        self._stream = cupy.cuda.get_current_stream
         lowered = compiled.lowered
-        self._outs = lowered.out_specs
-        self._temps = [(t.name, t.dtype, t.shape) for t in lowered.temps]
-        self._structure = lowered.structure
-        self._kernels = [(l.launch, l.params) for l in compiled.launchers if l.grid > 0]
-
-    def __call__(self, args):
-        outs = [self._empty(shape, dt) for dt, shape in self._outs]
-        temps = {name: self._empty(shape, dt) for name, dt, shape in self._temps}
-        stream = self._stream().ptr
-        for launch, params in self._kernels:
-            launch([args[i].data.ptr if src == "leaf" else
-                    (outs[i] if src == "out" else temps[i]).data.ptr
-                    for src, i in params], stream)
-        kind = self._structure[0]
+        env = {"empty": cupy.empty, "stream": cupy.cuda.get_current_stream}
+        lines = ["def call(args):"]
+        for i, (dt, shape) in enumerate(lowered.out_specs):
+            env[f"D{i}"], env[f"S{i}"] = dt, shape
+            lines.append(f"    o{i} = empty(S{i}, D{i})")
+        temp_index = {}
+        for j, t in enumerate(lowered.temps):
+            env[f"TD{j}"], env[f"TS{j}"] = t.dtype, t.shape
+            temp_index[t.name] = j
+            lines.append(f"    t{j} = empty(TS{j}, TD{j})")
+        lines.append("    s = stream().ptr")
+        for k, l in enumerate(launcher for launcher in compiled.launchers if launcher.grid > 0):
+            env[f"L{k}"] = l.launch
+            ptrs = [f"args[{i}].data.ptr" if src == "leaf" else
+                    f"o{i}.data.ptr" if src == "out" else f"t{temp_index[i]}.data.ptr"
+                    for src, i in l.params]
+            lines.append(f"    L{k}([{', '.join(ptrs)}], s)")
+        kind, meta = lowered.structure
+        outs = [f"o{i}" for i in range(len(lowered.out_specs))]
         if kind == "single":
-            return outs[0]
-        return _structure(self._structure, outs)
+            lines.append("    return o0")
+        elif kind == "dict":
+            env["KEYS"] = list(meta)
+            lines.append(f"    return dict(zip(KEYS, ({', '.join(outs)},)))")
+        else:
+            lines.append(f"    return {'(' if kind == 'tuple' else '['}{', '.join(outs)}"
+                         f"{',)' if kind == 'tuple' else ']'}")
+        exec("\n".join(lines), env)                 # noqa: S102 (our own generated code)
+        self.call = env["call"]
+        self.source = "\n".join(lines)
 
 
 def fast_key(args):
-    """Signature key of a call whose arrays are CuPy arrays with non-negative strides (and
-    whose other arguments are hashable), or None when the fast path does not apply."""
+    """Signature key of a call on CuPy arrays and hashable statics (for FastPath), or None.
+    Strides are part of the key, so negative-stride arrays never match a registered path."""
     key = []
-    cp_nd = arrays.cupy_ndarray()
+    nd = arrays.cupy_ndarray()
     for a in args:
-        if type(a) is cp_nd:
-            st = a.strides
-            if any(s < 0 for s in st):
-                return None
-            key.append((a.dtype.char, a.shape, st, a.data.ptr & 15 == 0, a.data.device_id))
+        if type(a) is nd:
+            data = a.data
+            key.append((a.dtype.char, a.shape, a.strides, data.ptr & 15, data.device_id))
         elif isinstance(a, (int, float, bool, str, type(None))):
             key.append((type(a), a))
         else:
