@@ -835,28 +835,26 @@ def _empty_check(x, axes, name):
                          user_loc())
 
 
+def _accumulate(x, axis, dtype, keepdims, kind, name):
+    """sum/prod: small integers and bool widen as numpy does; float16 accumulates in float32."""
+    x = _prepare(x, name)
+    axes = normalize_axes(axis, x.ndim)
+    res_dt = np.dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
+    g = x.graph
+    n = _reduce_node(g, cast_node(g, x.node, dtypes.compute_dtype(res_dt)), kind, axes)
+    return _finish(g, cast_node(g, n, res_dt), axes, keepdims)
+
+
 def sum_(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     _no_out(out, "sum")
     _no_kw(kw, "sum")
-    x = _prepare(x, "sum")
-    axes = normalize_axes(axis, x.ndim)
-    res_dt = np.dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
-    acc_dt = dtypes.compute_dtype(res_dt)
-    g = x.graph
-    n = _reduce_node(g, cast_node(g, x.node, acc_dt), ReduceKind.SUM, axes)
-    return _finish(g, cast_node(g, n, res_dt), axes, keepdims)
+    return _accumulate(x, axis, dtype, keepdims, ReduceKind.SUM, "sum")
 
 
 def prod(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     _no_out(out, "prod")
     _no_kw(kw, "prod")
-    x = _prepare(x, "prod")
-    axes = normalize_axes(axis, x.ndim)
-    res_dt = np.dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
-    acc_dt = dtypes.compute_dtype(res_dt)
-    g = x.graph
-    n = _reduce_node(g, cast_node(g, x.node, acc_dt), ReduceKind.PROD, axes)
-    return _finish(g, cast_node(g, n, res_dt), axes, keepdims)
+    return _accumulate(x, axis, dtype, keepdims, ReduceKind.PROD, "prod")
 
 
 def _minmax(x, axis, keepdims, kind, name):
