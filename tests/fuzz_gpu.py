@@ -39,11 +39,13 @@ def main(argv=None):
                     help="pass NumPy arrays, not CuPy arrays (automatic without CuPy or GPU)")
     ap.add_argument("--rtol", type=float, default=None, help="relative tolerance (1e-4)")
     ap.add_argument("--quiet", action="store_true", help="no progress line per program")
+    ap.add_argument("--rerun", type=int, default=2,
+                    help="on a mismatch, run the program this many times again to tell a "
+                         "deterministic failure from a flaky one (default 2)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after this many failures (default: run all)")
     args = ap.parse_args(argv)
 
-    import numpy as np
     import numbamr as nm
     import fuzzgen
 
@@ -51,6 +53,7 @@ def main(argv=None):
     if args.max_size:
         profile["max_elems"] = args.max_size
         profile["max_rows"] = min(profile["max_rows"], args.max_size)
+        profile["long_rows"] = 0.0
     if args.rtol:
         profile["rtol"] = args.rtol
 
@@ -79,15 +82,11 @@ def main(argv=None):
             continue
         status = "ok"
         try:
-            args_in = [xp.asarray(a) for a in inputs] if xp else inputs
+            args_in = fuzzgen.to_device(inputs, fn, xp) if xp else inputs
             got = nm.jit(**options)(fn)(*args_in)
             if xp:
                 xp.cuda.Device().synchronize()
-        except nm.CompileError as e:
-            errors += 1
-            status = "ERROR"
-            failures.append((seed, "error", f"{type(e).__name__}: {e}", source))
-        except nm.NumbamrError as e:
+        except fuzzgen.unsupported_errors() as e:
             status = "unsupported"
             unsupported.append((seed, f"{type(e).__name__}: {e.plain_message}"))
         except Exception as e:
@@ -101,7 +100,8 @@ def main(argv=None):
             except AssertionError as e:
                 mismatches += 1
                 status = "MISMATCH"
-                failures.append((seed, "mismatch", str(e).split("\n\n")[0], source))
+                again = _rerun(nm, fuzzgen, xp, source, fn, inputs, options, args.rerun)
+                failures.append((seed, "mismatch", str(e).split("\n\n")[0] + again, source))
             except Exception as e:
                 errors += 1
                 status = "ERROR"
@@ -122,6 +122,27 @@ def main(argv=None):
     print(f"\nfuzz: {done} programs, {mismatches} mismatches, {errors} errors "
           f"({len(unsupported)} unsupported, {time.time() - t_start:.0f}s)", flush=True)
     return 1 if failures else 0
+
+
+def _rerun(nm, fuzzgen, xp, source, fn, inputs, options, times):
+    """Run a mismatching case again: does it fail every time (and the same way)?"""
+    if times <= 0:
+        return ""
+    results = []
+    for _ in range(times):
+        try:
+            args_in = fuzzgen.to_device(inputs, fn, xp) if xp else inputs
+            got = nm.jit(**options)(fn)(*args_in)
+            fuzzgen.check_result(source, fn, inputs, got)
+            results.append("pass")
+        except AssertionError as e:
+            results.append(str(e).split("\n")[0][:60])
+        except Exception as e:
+            results.append(type(e).__name__)
+    passes = results.count("pass")
+    kind = "FLAKY" if passes else "deterministic"
+    return f"\n  rerun {times}x: {kind} ({passes} passed; " + "; ".join(
+        r for r in results if r != "pass") + ")"
 
 
 if __name__ == "__main__":

@@ -42,6 +42,10 @@ SIM = dict(
     upcast=[0, 1, 2, 8],
     unroll=[1, 2, 3],
     rtol=1e-4,
+    # now and then one long row or column (at least 2**14 elements: the scheduler splits such
+    # reductions across blocks) and a short program
+    long_rows=0.04,
+    long_sizes=[16384, 20000],
 )
 
 GPU = dict(
@@ -58,7 +62,10 @@ GPU = dict(
     rtol=1e-4,
 )
 
-PROFILES = {"sim": SIM, "gpu": GPU}
+# GPU sizes and options, shorter programs: what the PTX tier compiles (a few seconds a kernel)
+PTX = dict(GPU, steps=(1, 3), max_elems=1 << 20)
+
+PROFILES = {"sim": SIM, "gpu": GPU, "ptx": PTX}
 
 FLOAT_FORMAT = "{:.4g}"
 
@@ -85,6 +92,10 @@ class _Var:
     def ndim(self):
         return self.val.ndim
 
+    @property
+    def fval(self):
+        return self.val.astype(np.float64)
+
 
 class Rejected(Exception):
     """The statement (or program) drawn is not tame enough; draw another."""
@@ -102,10 +113,16 @@ class _Builder:
         self.vars = []
         self.env = {"np": np}
         self.counter = 0
+        self.max_elems = profile["max_elems"]
+        self.steps = profile.get("steps", (2, 7))
 
     # ---- shapes and inputs ------------------------------------------------------------------
     def _main_shape(self):
         r, p = self.r, self.p
+        if r.random() < p.get("long_rows", 0.0):
+            n, k = r.choice(p["long_sizes"]), r.choice([1, 2])
+            self.max_elems, self.steps = 2 * n * k, (1, 3)
+            return (k, n) if r.random() < 0.6 else (n, k)
         for _ in range(100):
             ndim = r.choices([1, 2, 3, 4], weights=[1, 5, 3, 2])[0]
             nlarge = r.randint(1, min(ndim, p["max_large_dims"]))
@@ -134,15 +151,34 @@ class _Builder:
                 s = tuple(1 if r.random() < 0.2 else d for d in shape[k:])
             specs.append((name, s))
         rng = np.random.default_rng(self.seed)
-        self.inputs, self.input_names = [], []
+        self.inputs, self.input_names, self.input_views = [], [], []
         for name, s in specs:
             dt = np.float64 if r.random() < 0.08 else np.float32
-            a = rng.standard_normal(s).astype(dt)
+            base_shape, view = self._strided(s)
+            base = rng.standard_normal(base_shape).astype(dt)
+            a = eval("base" + view, {"base": base}) if view else base
             self.inputs.append(a)
             self.input_names.append(name)
+            self.input_views.append((base, view) if view else None)
             v = _Var(name, a.astype(np.float64), kind="input")
             self.vars.append(v)
             self.env[name] = v.val
+
+    def _strided(self, shape):
+        """(shape of the array allocated, view of it passed in): most inputs are contiguous;
+        some are a transposed or sliced view (strides, offsets)."""
+        r = self.r
+        ndim = len(shape)
+        if ndim == 0 or r.random() > 0.15:
+            return shape, ""
+        if ndim >= 2 and r.random() < 0.4:
+            return shape[::-1], ".T"
+        k = r.randrange(ndim)
+        form = r.choice(["::2", "1:", "1::2", ":-1"])
+        n = shape[k]
+        base_n = {"::2": 2 * n - 1, "1:": n + 1, "1::2": 2 * n, ":-1": n + 1}[form]
+        index = "[" + ", ".join([":"] * k + [form]) + "]"
+        return shape[:k] + (base_n,) + shape[k + 1:], index
 
     # ---- statements -------------------------------------------------------------------------
     def _new_name(self):
@@ -150,28 +186,34 @@ class _Builder:
         return f"t{self.counter}"
 
     def _emit(self, expr, depth, **info):
-        """Run ``name = expr`` on the float64 values; keep it if the result is tame."""
+        """Run ``name = expr`` on float64 copies of the inputs; keep it if the result is
+        tame. Values keep their dtype kind (bool masks, int64 counts, floats)."""
         name = self._new_name()
         with np.errstate(all="ignore"):
             try:
                 val = eval(expr, self.env)
             except Exception as e:  # a generator bug: shapes that do not broadcast...
                 raise AssertionError(f"generator produced bad numpy: {expr}: {e}") from e
-        val = np.asarray(val, dtype=np.float64)
+        val = np.asarray(val)
+        assert val.dtype.kind in "biuf", f"generator produced {val.dtype}: {expr}"
         if not np.all(np.isfinite(val)) or (val.size and np.abs(val).max() > self.MAX_ABS):
             self.counter -= 1
             raise Rejected(expr)
-        if val.size > self.p["max_elems"] * 2:
+        if val.size > self.max_elems * 2:
             self.counter -= 1
             raise Rejected(expr)
         self.env[name] = val
+        if val.dtype == np.bool_:
+            info["kind"] = "mask"       # operands of only where, * and counting reductions
         v = _Var(name, val, depth, **info)
         self.vars.append(v)
         self.lines.append(f"    {name} = {expr}")
         return v
 
-    def _pick(self, pred=None, prefer_recent=True):
-        cands = [v for v in self.vars if pred is None or pred(v)]
+    def _pick(self, pred=None, prefer_recent=True, masks=False):
+        """An operand among the values so far (boolean masks only where ``masks``)."""
+        cands = [v for v in self.vars if (pred is None or pred(v)) and
+                 (masks or v.kind != "mask")]
         if not cands:
             raise Rejected("no operand")
         if prefer_recent and self.r.random() < 0.6:
@@ -184,14 +226,14 @@ class _Builder:
         b = self.r.choice(cands)
         if self.r.random() < 0.5:
             a, b = b, a
-        if int(np.prod(np.broadcast_shapes(a.shape, b.shape))) > self.p["max_elems"]:
+        if int(np.prod(np.broadcast_shapes(a.shape, b.shape))) > self.max_elems:
             raise Rejected("too big")
         return a, b
 
     # denominators: a value bounded away from 0, else made so
     def _denominator(self, b):
         r = self.r
-        vals = b.val
+        vals = b.fval
         if vals.size and np.abs(vals).min() > 0.25 and r.random() < 0.7:
             return b.name
         return r.choice([f"(1.0 + {b.name} * {b.name})", f"(0.5 + np.abs({b.name}))",
@@ -202,7 +244,7 @@ class _Builder:
         r = self.r
         a = self._pick()
         n = a.name
-        vals = a.val
+        vals = a.fval
         mx = float(vals.max()) if vals.size else 0.0
         mn = float(vals.min()) if vals.size else 0.0
         choices = [
@@ -270,36 +312,85 @@ class _Builder:
         return f"{lhs} {op} {c!r}"
 
     def _cond(self):
+        """(comparison text, its shape, the depth of what it compares)."""
         r = self.r
         if r.random() < 0.5:
             p = self._pick()
-            cond = self._threshold(p.val, p.name, None)
-            shape = p.shape
+            cond = self._threshold(p.fval, p.name, None)
+            shape, depth = p.shape, p.depth
         else:
             p, q = self._pick_pair()
             if p is q:
                 raise Rejected("self comparison")
-            cond = self._threshold(p.val - q.val, p.name, q.name)
+            cond = self._threshold(p.fval - q.fval, p.name, q.name)
             shape = np.broadcast_shapes(p.shape, q.shape)
-        return f"({cond})", shape
+            depth = max(p.depth, q.depth)
+        if r.random() < 0.2:
+            c2, shape2, d2 = self._cond_simple()
+            if _broadcastable(shape, shape2):
+                cond = f"({cond}) {r.choice(['&', '|'])} ({c2})"
+                shape, depth = np.broadcast_shapes(shape, shape2), max(depth, d2)
+            if r.random() < 0.2:
+                cond = f"~({cond})"
+        return f"({cond})", shape, depth
+
+    def _cond_simple(self):
+        p = self._pick()
+        return self._threshold(p.fval, p.name, None), p.shape, p.depth
 
     def _where(self):
         r = self.r
-        cond, shape = self._cond()
-        if r.random() < 0.2:
-            c2, shape2 = self._cond()
-            if _broadcastable(shape, shape2):
-                cond = f"({cond} {r.choice(['&', '|'])} {c2})"
-                shape = np.broadcast_shapes(shape, shape2)
+        cond, shape, depth = self._cond()
         a = self._pick(lambda v: _broadcastable(v.shape, shape))
-        b = self._pick(lambda v: _broadcastable(v.shape, shape) and
+        b = self._pick(lambda v: v is not a and _broadcastable(v.shape, shape) and
                        _broadcastable(v.shape, a.shape), prefer_recent=False)
         bn = b.name if r.random() < 0.7 else _fmt(r.choice([0.0, 1.0, -0.5]))
         if r.random() < 0.5:
             expr = f"np.where({cond}, {a.name}, {bn})"
         else:
             expr = f"np.where({cond}, {bn}, {a.name})"
-        return self._emit(expr, max(a.depth, b.depth))
+        return self._emit(expr, max(a.depth, b.depth, depth))
+
+    def _mask(self):
+        """A boolean array: an output, and an operand of where, of bool * float and of
+        sum (int64) / mean / any / all."""
+        r = self.r
+        cond, shape, depth = self._cond()
+        m = self._emit(cond, depth, kind="mask")
+        use = r.random()
+        if use < 0.25:
+            a = self._pick(lambda v: _broadcastable(v.shape, shape))
+            return self._emit(f"{a.name} * {m.name}", max(depth, a.depth))
+        if use < 0.5:
+            a = self._pick(lambda v: _broadcastable(v.shape, shape))
+            b = self._pick(lambda v: v is not a and _broadcastable(v.shape, shape) and
+                           _broadcastable(v.shape, a.shape), prefer_recent=False)
+            return self._emit(f"np.where({m.name}, {a.name}, {b.name})",
+                              max(depth, a.depth, b.depth))
+        if use < 0.8 and m.ndim and depth < self.MAX_DEPTH:
+            kind = r.choice(["sum", "mean", "any", "all"])
+            axis = self._axes_text(self._random_axes(m.ndim), m.ndim)
+            return self._emit(f"{m.name}.{kind}({'' if axis is None else 'axis=' + axis})",
+                              depth + 1)
+        return m
+
+    def _count(self):
+        """Counting reductions of a comparison: sum (int64), mean (float64), any, all."""
+        r = self.r
+        cond, shape, depth = self._cond()
+        if len(shape) == 0 or depth >= self.MAX_DEPTH:
+            raise Rejected("scalar or deep comparison")
+        axes = self._random_axes(len(shape))
+        kind = r.choice(["sum", "sum", "mean", "any", "all"])
+        axis_text = self._axes_text(axes, len(shape))
+        args = [] if axis_text is None else [f"axis={axis_text}"]
+        if r.random() < 0.4:
+            args.append("keepdims=True")
+        if r.random() < 0.4:
+            expr = f"np.{kind}({', '.join([cond] + args)})"
+        else:
+            expr = f"{cond}.{kind}({', '.join(args)})"
+        return self._emit(expr, depth + 1)
 
     # ---- reductions -------------------------------------------------------------------------
     def _axes_text(self, axes, ndim):
@@ -380,7 +471,7 @@ class _Builder:
                  f"{s} * {e}", f"{s} + {e}", f"np.maximum({s}, {e})",
                  f"({s} - {e}) / (1.0 + {e} * {e})", f"np.abs({s} - {e})",
                  f"np.tanh({s} * {e})"]
-        rv = red.val
+        rv = red.fval
         if red.kind == "max":
             forms += [f"np.exp({s} - {e})"] * 3
         if red.kind == "min":
@@ -442,13 +533,28 @@ class _Builder:
         v = self._emit(expr, a.depth)
         return self._reduce(v)
 
+    def _slice(self):
+        """Basic slicing (a view): a sub-range, a step, a reversal or one index of an axis."""
+        r = self.r
+        a = self._pick(lambda v: v.ndim >= 1 and max(v.shape) >= 2, prefer_recent=False)
+        k = r.choice([i for i, d in enumerate(a.shape) if d >= 2])
+        form = r.choice(["1:", ":-1", "::2", "1::2", "::-1", "0", "-1", "1:-1"])
+        if form == "1:-1" and a.shape[k] < 3:
+            form = "1:"
+        if r.random() < 0.3 and k == a.ndim - 1 and k > 0:
+            index = f"..., {form}"
+        else:
+            index = ", ".join([":"] * k + [form])
+        return self._emit(f"{a.name}[{index}]", a.depth)
+
     def build(self):
         r = self.r
         self._make_inputs()
-        steps = r.randint(2, 7)
+        steps = r.randint(*self.steps)
         actions = [(self._chain, 5), (self._reduce, 4), (self._parallel, 2),
                    (self._broadcast_back, 2), (self._unary, 4), (self._binary, 4),
-                   (self._where, 2), (self._view, 1)]
+                   (self._where, 2), (self._view, 1), (self._slice, 1.5), (self._mask, 0.5),
+                   (self._count, 1)]
         fns, weights = zip(*actions)
         # the first step is a reduction-bearing step half the time
         done = 0
@@ -534,8 +640,9 @@ def _broadcastable(a, b):
 # ---- the public entry points ------------------------------------------------------------------
 
 def _source(builder, options, seed, attempt):
-    ins = ", ".join(f"{n} {a.dtype} {a.shape}" for n, a in zip(builder.input_names,
-                                                             builder.inputs))
+    ins = ", ".join(f"{n} {a.dtype} {a.shape}" + (f" = <{v[0].shape}>{v[1]}" if v else "")
+                    for n, a, v in zip(builder.input_names, builder.inputs,
+                                       builder.input_views))
     head = [f"# fuzz seed={seed} attempt={attempt} options={options!r}",
             f"# inputs: {ins}",
             f"def f({', '.join(builder.input_names)}):"]
@@ -548,20 +655,62 @@ def compile_source(source, filename="<fuzz>"):
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     ns = {"np": np}
     exec(compile(source, filename, "exec"), ns)
-    return ns["f"]
+    fn = ns["f"]
+    fn.source = source
+    return fn
 
 
-def expected(fn, inputs, rtol=1e-4, perturb=1e-6, trials=3, slack=30.0):
+def _statements(source):
+    """(parameter names, [(name or None for the return, expression)]) of a generated
+    program's source (one statement per line, as ``_source`` writes them)."""
+    params, body = None, []
+    for line in source.splitlines():
+        text = line.strip()
+        if not text or text.startswith("#"):
+            continue
+        if text.startswith("def "):
+            inside = text[text.index("(") + 1:text.rindex(")")]
+            params = [p.strip() for p in inside.split(",") if p.strip()]
+        elif text.startswith("return "):
+            body.append((None, text[len("return "):]))
+        else:
+            name, expr = text.split("=", 1)
+            body.append((name.strip(), expr.strip()))
+    return params, body
+
+
+def _perturbed_run(source, inputs, eps, rng):
+    """The program on float64 copies of the inputs, every use of every value (input or
+    intermediate) perturbed by an independent relative ``eps``: what rounding each value
+    differently in each kernel that recomputes it can do to the outputs."""
+    import re
+    params, body = _statements(source)
+    env = {p: np.asarray(a, dtype=np.float64) if np.asarray(a).dtype.kind == "f" else a
+           for p, a in zip(params, inputs)}
+    for name, expr in body:
+        used = {n: v * (1 + eps * rng.uniform(-1, 1, v.shape)) if v.dtype.kind == "f" else v
+                for n, v in env.items() if re.search(rf"\b{n}\b", expr)}
+        value = eval(expr, {"np": np, **used})
+        if name is None:
+            return value
+        env[name] = np.asarray(value)
+    raise ValueError("program without return")
+
+
+def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=30.0):
     """(typed, ref, scales): NumPy on the original dtypes, NumPy on float64 copies, and per
     output the ``scale`` for ``helpers.check_outputs``: the absolute error allowed is
     ``rtol * max(max|ref|, scale)``.
 
-    The scale comes from how far float32 arithmetic is seen to move this output: NumPy's own
-    float32 run, and the output's sensitivity to relative input perturbations of ``perturb``
-    (scaled to float32 rounding), both times ``slack``. It only matters for outputs that
-    cancel to about 0 or amplify rounding; a well-conditioned output keeps ``rtol * max|ref|``.
+    The scale is ``slack`` times how far float32 rounding is seen to move each output: NumPy's
+    own float32 run, and the program run with every use of every value perturbed by a
+    relative ``perturb`` (scaled down to float32 rounding). It matters only for outputs that
+    cancel to about 0 or amplify rounding (a row minus its own minimum, a sum of centered
+    values); a well-conditioned output keeps ``rtol * max|ref|``. ``source`` (default
+    ``fn.source``) is the generated program's text; without it, only the inputs are perturbed.
     """
     from helpers import flatten, to_float64
+    source = source or getattr(fn, "source", None)
     with np.errstate(all="ignore"):
         typed = fn(*inputs)
         ref = fn(*[to_float64(a) for a in inputs])
@@ -570,9 +719,16 @@ def expected(fn, inputs, rtol=1e-4, perturb=1e-6, trials=3, slack=30.0):
         rng = np.random.default_rng(12345)
         sens = [0.0] * len(refs)
         for _ in range(trials):
-            pert = [to_float64(a) * (1 + perturb * rng.uniform(-1, 1, np.shape(a)))
-                    if isinstance(a, np.ndarray) else a for a in inputs]
-            outs = [np.asarray(x, dtype=np.float64) for x in flatten(fn(*pert))]
+            out = None
+            if source is not None:
+                try:
+                    out = _perturbed_run(source, inputs, perturb, rng)
+                except Exception:     # not one statement per line: perturb the inputs only
+                    source = None
+            if out is None:
+                out = fn(*[to_float64(a) * (1 + perturb * rng.uniform(-1, 1, np.shape(a)))
+                           if isinstance(a, np.ndarray) else a for a in inputs])
+            outs = [np.asarray(x, dtype=np.float64) for x in flatten(out)]
             for i, (o, r) in enumerate(zip(outs, refs)):
                 d = float(np.abs(o - r).max()) if r.size else 0.0
                 sens[i] = max(sens[i], d / perturb)
@@ -609,11 +765,16 @@ def make_case(seed, profile="sim", max_attempts=50):
         options = b.options()
         source = _source(b, options, seed, attempt)
         fn = compile_source(source, f"<fuzz seed={seed}>")
-        typed, ref, scales = expected(fn, b.inputs, prof["rtol"])
+        # float32 sums of long rows drift like sqrt(length): GPU sizes get a wider tolerance
+        biggest = max(a.size for a in b.inputs)
+        widen = max(1.0, (biggest / 1024) ** 0.5)
+        rtol = prof["rtol"] * widen
+        typed, ref, scales = expected(fn, b.inputs, rtol, slack=30.0 * widen)
         if not _typed_ok(typed) or not conditioned(ref, scales):
             continue
         fn.expected = (typed, ref, scales)     # kept: check_result need not run NumPy again
-        fn.rtol = prof["rtol"]
+        fn.input_views = b.input_views         # (base, view text) of strided inputs, or None
+        fn.rtol = rtol
         return source, fn, b.inputs, options
     raise RuntimeError(f"fuzz seed {seed}: no well-conditioned program in {max_attempts} tries")
 
@@ -623,13 +784,31 @@ def _typed_ok(typed):
     return all(np.all(np.isfinite(np.asarray(t))) for t in flatten(typed))
 
 
+def to_device(inputs, fn, xp):
+    """The inputs as ``xp`` (CuPy) arrays with the same strides: views are taken on device."""
+    out = []
+    for a, v in zip(inputs, getattr(fn, "input_views", [None] * len(inputs))):
+        out.append(eval("base" + v[1], {"base": xp.asarray(v[0])}) if v else xp.asarray(a))
+    return out
+
+
+def unsupported_errors():
+    """The numbamr errors that mean "this program is outside what numbamr compiles" (a skip,
+    not a failure). Every other exception is a failure: CompileError (numba rejected the
+    emitted source), VerifyError (the linear program broke an invariant), numba and Python
+    errors."""
+    import numbamr as nm
+    return (nm.TraceError, nm.ShapeError, nm.DTypeError, nm.ArgumentError, nm.FusionError)
+
+
 def check_result(source, fn, inputs, got, rtol=None):
     """Compare numbamr's outputs ``got`` of case (source, fn, inputs) with NumPy: the output
     structure, and per output shape and dtype (NumPy on the original dtypes) and values
     (float64 NumPy, ``helpers.check_outputs``). Raises AssertionError with the program."""
     from helpers import check_outputs, flatten
     rtol = rtol or getattr(fn, "rtol", 1e-4)
-    typed, ref, scales = getattr(fn, "expected", None) or expected(fn, inputs, rtol)
+    typed, ref, scales = getattr(fn, "expected", None) or expected(fn, inputs, rtol,
+                                                                   source=source)
     try:
         if isinstance(typed, dict):
             assert isinstance(got, dict) and sorted(got) == sorted(typed), \
@@ -644,18 +823,270 @@ def check_result(source, fn, inputs, got, rtol=None):
             try:
                 check_outputs([gi], [ti], [ri], rtol, si)
             except AssertionError as e:
-                raise AssertionError(str(e).replace("output 0", f"output {i}")) from None
+                raise AssertionError(str(e).replace("output 0", f"output {i}")
+                                     + _worst(gi, ri)) from None
     except AssertionError as e:
         raise AssertionError(f"{e}\n\n{source}") from None
 
 
-def repro(source, inputs, options):
-    """A standalone regression-test body: the program, its inputs and the check."""
-    lines = [source.rstrip(), "", "", "def test_case():",
-             "    rng = np.random.default_rng(0)"]
-    names = []
-    for i, a in enumerate(inputs):
-        names.append(f"a{i}")
-        lines.append(f"    a{i} = rng.standard_normal({a.shape!r}).astype(np.{a.dtype})")
-    lines.append(f"    check(f, ({', '.join(names)},), {options!r})")
+def _worst(got, ref):
+    """Where an output is furthest off, and how many elements are off (for the message)."""
+    from helpers import to_host
+    try:
+        g = np.asarray(to_host(got), dtype=np.float64)
+        r = np.asarray(ref, dtype=np.float64)
+        if g.shape != r.shape or not g.size:
+            return ""
+        d = np.abs(g - r)
+        d[np.isnan(d)] = np.inf
+        k = np.unravel_index(int(np.argmax(d)), d.shape)
+        off = int(np.count_nonzero(d > 1e-3 * (np.abs(r).max() + 1e-3)))
+        return (f" (worst at index {tuple(int(i) for i in k)}: got {g[k]!r}, numpy {r[k]!r};"
+                f" {off} of {d.size} elements off by more than 1e-3)")
+    except Exception:
+        return ""
+
+
+def standard_inputs(shapes, dtypes=None, seed=0):
+    """Standard-normal inputs drawn in order from one seeded generator (what a regression test
+    and the minimizer use, so a minimized case reproduces exactly)."""
+    rng = np.random.default_rng(seed)
+    dtypes = dtypes or [np.float32] * len(shapes)
+    return [rng.standard_normal(tuple(s)).astype(dt) for s, dt in zip(shapes, dtypes)]
+
+
+def repro(source, inputs, options, name="fuzz_case", message=""):
+    """A regression test for tests/test_regressions.py: the program as a named function and a
+    test calling that file's ``check`` (standard-normal inputs of the same shapes and dtypes;
+    strided inputs are passed contiguous there)."""
+    params, body = _statements(source)
+    lines = [f"def {name}({', '.join(params)}):"]
+    lines += [f"    return {e}" if n is None else f"    {n} = {e}" for n, e in body]
+    shapes = [tuple(a.shape) for a in inputs]
+    dts = {np.dtype(a.dtype).name for a in inputs}
+    extra = ""
+    if dts != {"float32"}:
+        extra = ", dtypes=[" + ", ".join(f"np.{np.dtype(a.dtype).name}" for a in inputs) + "]"
+    lines += ["", "", f"def test_{name}():"]
+    if message:
+        lines.append(f'    """{message}"""')
+    lines.append(f"    check({name}, {shapes!r}, {options!r}{extra})")
     return "\n".join(lines) + "\n"
+
+
+# ---- shrinking a failing program ----------------------------------------------------------------
+
+def failure(source, inputs, options, run=True):
+    """None if numbamr gets program ``source`` right, else a short description of what went
+    wrong: 'mismatch: ...', or 'ExceptionName: message'. Unsupported programs (see
+    ``unsupported_errors``) give 'unsupported: ...'. ``run=False`` only lowers."""
+    import numbamr as nm
+    fn = compile_source(source, "<fuzz candidate>")
+    try:
+        jitted = nm.jit(**options)(fn)
+        if not run:
+            jitted.lower(*inputs)
+            return None
+        got = jitted(*inputs)
+    except unsupported_errors() as e:
+        return f"unsupported: {type(e).__name__}: {e.plain_message}"
+    except Exception as e:
+        return f"{type(e).__name__}: {e}".split("\n")[0]
+    try:
+        check_result(source, fn, inputs, got)
+    except AssertionError as e:
+        return "mismatch: " + str(e).split("\n")[0]
+    return None
+
+
+def _program_text(params, body, comment=""):
+    lines = ([f"# {comment}"] if comment else []) + [f"def f({', '.join(params)}):"]
+    for name, expr in body:
+        lines.append(f"    return {expr}" if name is None else f"    {name} = {expr}")
+    return "\n".join(lines) + "\n"
+
+
+def _returned_names(expr):
+    import ast
+    node = ast.parse(expr, mode="eval").body
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [e.id for e in node.elts]
+    if isinstance(node, ast.Dict):
+        return [v.id for v in node.values]
+    raise ValueError(expr)
+
+
+def _subexpressions(expr):
+    """Strictly smaller expressions inside ``expr`` (candidates to replace it with)."""
+    import ast
+    tree = ast.parse(expr, mode="eval").body
+    out = []
+    for node in ast.walk(tree):
+        if node is tree or not isinstance(node, ast.expr) or isinstance(
+                node, (ast.Constant, ast.Tuple, ast.keyword, ast.Load)):
+            continue
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and \
+                node.value.id == "np":
+            continue
+        text = ast.unparse(node)
+        if text not in out:
+            out.append(text)
+    return out
+
+
+def _valid(params, body, inputs):
+    """Does NumPy run the candidate on float64 inputs to finite, non-empty outputs?"""
+    from helpers import flatten
+    try:
+        fn = compile_source(_program_text(params, body), "<fuzz candidate>")
+        with np.errstate(all="ignore"):
+            out = fn(*[np.asarray(a, dtype=np.float64) for a in inputs])
+        return all(np.all(np.isfinite(np.asarray(o))) for o in flatten(out))
+    except Exception:
+        return False
+
+
+def minimize(source, inputs, options, same=None, run=True, log=None):
+    """Shrink a failing case: fewer outputs, fewer statements, smaller expressions, fewer
+    options, smaller and fewer inputs, while ``same(failure_text)`` stays true (default: the
+    same exception type, or again a mismatch). Returns (source, inputs, options, failure)."""
+    first = failure(source, inputs, options, run)
+    assert first is not None and not first.startswith("unsupported"), "the case does not fail"
+    kind = first.split(":")[0]
+    same = same or (lambda text: text is not None and text.split(":")[0] == kind)
+    params, body = _statements(source)
+    inputs, options = list(inputs), dict(options)
+
+    def standard(shapes, dtypes):
+        return standard_inputs(shapes, dtypes)
+
+    def fails(p, b, ins, opts):
+        if not _valid(p, b, ins):
+            return False
+        return same(failure(_program_text(p, b), ins, opts, run))
+
+    def dead_code(b):
+        live = set(_returned_names(b[-1][1]))
+        keep = [b[-1]]
+        import re
+        for name, expr in reversed(b[:-1]):
+            if name in live:
+                keep.append((name, expr))
+                live |= set(re.findall(r"\b[a-z]\w*\b", expr))
+        return keep[::-1]
+
+    changed = True
+    while changed:
+        changed = False
+        # outputs: one alone, else drop one at a time
+        names = _returned_names(body[-1][1])
+        cands = [[n] for n in names] if len(names) > 1 else []
+        cands += [[n for n in names if n != m] for m in names] if len(names) > 2 else []
+        for keep in cands:
+            ret = keep[0] if len(keep) == 1 else "(" + ", ".join(keep) + ")"
+            b = dead_code(body[:-1] + [(None, ret)])
+            if fails(params, b, inputs, options):
+                body, changed = b, True
+                break
+        b = dead_code(body)
+        if b != body and fails(params, b, inputs, options):
+            body, changed = b, True
+        # expressions: replace a statement's expression by a part of it
+        for i in range(len(body) - 1):
+            name, expr = body[i]
+            for sub in sorted(_subexpressions(expr), key=len):
+                b = body[:i] + [(name, sub)] + body[i + 1:]
+                if fails(params, b, inputs, options):
+                    body, changed = dead_code(b), True
+                    break
+            if changed:
+                break
+        # statements: inline a plain alias (t3 = t2) away
+        for i, (name, expr) in enumerate(body[:-1]):
+            if expr.isidentifier():
+                import re
+                b = [(n, re.sub(rf"\b{name}\b", expr, e)) for n, e in body[:i] + body[i + 1:]]
+                if fails(params, b, inputs, options):
+                    body, changed = b, True
+                    break
+        # options
+        for k in list(options):
+            o = {kk: v for kk, v in options.items() if kk != k}
+            if fails(params, body, inputs, o):
+                options, changed = o, True
+        # inputs: unused ones go, dims shrink, dtypes become float32
+        import re
+        for j, p in enumerate(params):
+            if not any(re.search(rf"\b{p}\b", e) for _, e in body):
+                params = params[:j] + params[j + 1:]
+                inputs = inputs[:j] + inputs[j + 1:]
+                changed = True
+                break
+        shapes = [a.shape for a in inputs]
+        dtypes = [a.dtype for a in inputs]
+        if not all(a.flags.c_contiguous for a in inputs) or any(
+                not np.array_equal(a, b) for a, b in zip(inputs, standard(shapes, dtypes))):
+            trial = standard(shapes, dtypes)      # the inputs a regression test will draw
+            if fails(params, body, trial, options):
+                inputs, changed = trial, True
+        for size in sorted({d for a in inputs for d in a.shape if d > 1}, reverse=True):
+            for smaller in [1, 2, 3, 5, 7, 17]:
+                if smaller >= size:
+                    break
+                trial = standard([tuple(smaller if d == size else d for d in a.shape)
+                                  for a in inputs], dtypes)
+                if fails(params, body, trial, options):
+                    inputs, changed = trial, True
+                    break
+        for j in range(len(inputs)):
+            for d in range(inputs[j].ndim):
+                for smaller in [1, 2, 3, 5, 7, 17]:
+                    if smaller >= inputs[j].shape[d]:
+                        break
+                    shapes = [a.shape for a in inputs]
+                    shapes[j] = shapes[j][:d] + (smaller,) + shapes[j][d + 1:]
+                    trial = standard(shapes, dtypes)
+                    if fails(params, body, trial, options):
+                        inputs, changed = trial, True
+                        break
+            if inputs[j].dtype != np.float32:
+                dts = list(dtypes)
+                dts[j] = np.float32
+                trial = standard([a.shape for a in inputs], dts)
+                if fails(params, body, trial, options):
+                    inputs, dtypes, changed = trial, dts, True
+        if log:
+            log(_program_text(params, body))
+    src = _program_text(params, body)
+    return src, inputs, options, failure(src, inputs, options, run)
+
+
+def _main(argv=None):
+    import argparse
+    ap = argparse.ArgumentParser(description="print (and optionally shrink) fuzz case SEED")
+    ap.add_argument("seed", type=int)
+    ap.add_argument("--profile", default="sim")
+    ap.add_argument("--minimize", action="store_true", help="shrink it while it fails")
+    args = ap.parse_args(argv)
+    source, fn, inputs, options = make_case(args.seed, args.profile)
+    print(source)
+    why = failure(source, inputs, options)
+    print("numbamr:", why or "matches NumPy")
+    if args.minimize and why and not why.startswith("unsupported"):
+        src, ins, opts, why = minimize(source, inputs, options)
+        print(f"\n# minimized: options={opts!r}, inputs: "
+              + ", ".join(f"{a.dtype} {a.shape}" for a in ins))
+        print(src)
+        print("numbamr:", why)
+        print("\n# as a regression test:\n")
+        print(repro(src, ins, opts, f"seed_{args.seed}", why or ""))
+
+
+if __name__ == "__main__":
+    import os
+    import sys
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import conftest  # noqa: F401  (simulator when there is no GPU, before numba loads)
+    _main()

@@ -1,0 +1,77 @@
+"""Programs the fuzzer (tests/fuzzgen.py, tests/test_fuzz.py, tests/fuzz_gpu.py) found numbamr
+getting wrong, each minimized, run in the simulator and compared with float64 NumPy.
+
+Each test names the commit the failure was seen at and what it was. Inputs are standard
+normal (seeded), as in the fuzzer.
+"""
+import inspect
+
+import numpy as np
+import pytest
+
+import numbamr as nm
+from fuzzgen import check_result, standard_inputs
+
+
+def check(fn, shapes, options=None, dtypes=None, seed=0):
+    """Run ``fn`` with numbamr on standard-normal inputs of ``shapes`` and compare every
+    output with NumPy: shape and dtype as NumPy on the original dtypes, values as float64
+    NumPy (relative 1e-4, widened only where float32 rounding is seen to move an output)."""
+    inputs = standard_inputs(shapes, dtypes, seed)
+    source = inspect.getsource(fn)
+    got = nm.jit(**(options or {}))(fn)(*inputs)
+    check_result(source, fn, inputs, got, rtol=1e-4)
+
+
+# ---- VerifyError "reads 'base_1' outside the scope that defines it" (seen at b1656cf) --------
+# Row-level address work was hoisted before the open loop but into an open `if` (or the
+# other way round), so a STORE/LOAD used a base address defined in a scope it was not in.
+# numbamr raised VerifyError (a NumbamrError) on programs it documents as supported.
+
+def transpose_square(x):
+    return x.T
+
+
+def test_transpose_of_a_square_input():
+    """VerifyError: STORE 'base_1 + 3 * q0_1' <- out0 ... reads 'base_1' outside its scope."""
+    check(transpose_square, [(3, 3)])
+
+
+def transpose_wide(x):
+    return x.T
+
+
+@pytest.mark.parametrize("shape", [(3, 5), (5, 3), (2, 2), (1, 7)])
+def test_transpose_of_an_input(shape):
+    """(3, 5) and (5, 3) raised the same VerifyError; (2, 2) did not."""
+    check(transpose_wide, [shape])
+
+
+def transpose_and_row_sum(x):
+    return x.T, x.sum(1)
+
+
+def test_transpose_with_a_row_sum():
+    """VerifyError: STORE 'base_1 + 2 * q0_0' <- out0 (the transposed output)."""
+    check(transpose_and_row_sum, [(2, 3)])
+
+
+def outer_minus_min(y, z):
+    t1 = y + z
+    return t1 - t1.min((0, 1, 3), keepdims=True)
+
+
+def test_outer_broadcast_minus_its_min_over_three_axes():
+    """VerifyError: STORE 'base_1 + 6 * ((q0_1) // 2) + (q0_1) % 2' <- out0."""
+    check(outer_minus_min, [(1, 1, 1, 2), (2, 1, 3, 1)])
+
+
+def scaled_by_row_min(x):
+    t13 = x * x.min(-1, keepdims=True)
+    return t13, t13.min(0), x.mean(-1)
+
+
+def test_materialized_row_min_then_column_min():
+    """VerifyError in the second kernel: t0_row = LOAD ('base_1', 'row_ok') reads 'base_1'
+    outside its scope (the row minimum materialized by the first kernel)."""
+    check(scaled_by_row_min, [(3, 2)])
