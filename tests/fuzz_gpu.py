@@ -42,6 +42,9 @@ def main(argv=None):
     ap.add_argument("--rerun", type=int, default=2,
                     help="on a mismatch, run the program this many times again to tell a "
                          "deterministic failure from a flaky one (default 2)")
+    ap.add_argument("--time-limit", type=float, default=0,
+                    help="stop starting new programs after this many seconds and report "
+                         "the ones run (default: no limit)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after this many failures (default: run all)")
     args = ap.parse_args(argv)
@@ -74,11 +77,16 @@ def main(argv=None):
     done = 0
     for seed in range(args.start, args.start + args.count):
         t0 = time.time()
+        if args.time_limit and t0 - t_start > args.time_limit:
+            print(f"time limit: stopping before seed {seed}", flush=True)
+            break
+        reported = len(failures)
         try:
             source, fn, inputs, options = fuzzgen.make_case(seed, profile)
         except Exception as e:       # the generator itself failed: report, go on
             errors += 1
             failures.append((seed, "generator error", f"{type(e).__name__}: {e}", ""))
+            print(f"\n==== seed {seed}: generator error: {type(e).__name__}: {e}", flush=True)
             continue
         status = "ok"
         try:
@@ -107,14 +115,16 @@ def main(argv=None):
                 status = "ERROR"
                 failures.append((seed, "error", f"comparing: {type(e).__name__}: {e}", source))
         done += 1
+        for f_seed, kind, message, f_source in failures[reported:]:   # at once: a run may be cut
+            print(f"\n==== seed {f_seed}: {kind}: {message}\n{f_source}", flush=True)
         if not args.quiet:
             shapes = " ".join(f"{tuple(a.shape)}" for a in inputs)
             print(f"seed {seed}: {status} {time.time() - t0:.2f}s {shapes}", flush=True)
         if args.stop_after and len(failures) >= args.stop_after:
             break
 
-    for seed, kind, message, source in failures:
-        print(f"\n==== seed {seed}: {kind}: {message}\n{source}", flush=True)
+    if failures:
+        print("\nfailing seeds: " + " ".join(str(f[0]) for f in failures), flush=True)
     if unsupported:
         print(f"\n{len(unsupported)} programs unsupported by numbamr (NumbamrError):")
         for seed, message in unsupported:

@@ -90,3 +90,42 @@ def test_many_shapes_and_threads():
         t.join()
     assert not errors
     assert len(fn._cache) == 4
+
+
+CUBIN_CHILD = r"""
+import sys
+sys.path[:0] = {path!r}
+import numpy as np, cupy as cp, numbamr as nm
+from test_gpu_interop import softmax, ref, X
+fn = nm.jit(softmax)
+y = fn(cp.asarray(X))
+np.testing.assert_allclose(y.get(), ref(X), rtol=1e-5, atol=1e-7)
+(compiled,) = fn._cache.values()
+print("numba" if compiled.launchers[0].kernel is not None else "cubin")
+"""
+
+
+def test_new_process_loads_the_cubin_cache(tmp_path):
+    """The first process compiles with numba and stores a cubin; the next loads the cubin
+    (no numba compile) and gets the same right answer; a corrupted cubin is compiled anew
+    and rewritten."""
+    import os
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    code = CUBIN_CHILD.format(path=[here, os.path.dirname(here)])
+    env = dict(os.environ, NUMBAMR_CACHE_DIR=str(tmp_path))
+
+    def child():
+        out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                             text=True, timeout=300)
+        assert out.returncode == 0, out.stderr
+        return out.stdout.split()[-1]
+
+    assert child() == "numba"
+    assert child() == "cubin"
+    (entry,) = (tmp_path / "bin").glob("*.cubin")
+    data = entry.read_bytes()
+    entry.write_bytes(data[:len(data) // 2])           # truncated
+    assert child() == "numba"
+    assert child() == "cubin"                           # rewritten whole

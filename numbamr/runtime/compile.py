@@ -23,28 +23,44 @@ def source_dir():
     return d
 
 
-def _write_atomic(path, text):
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp_", suffix=".py")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
+def write_atomic(path, data):
+    """Write ``data`` (str or bytes) so that readers see the old file or the whole new one."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp_")
+    with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
+        f.write(data)
     os.replace(tmp, path)
+
+
+def _digest(source):
+    return hashlib.sha256(source.encode()).hexdigest()[:20]
+
+
+def _save_source(source, digest):
+    path = os.path.join(source_dir(), f"gen_{digest}.py")
+    try:
+        with open(path) as f:
+            ok = f.read() == source
+    except OSError:
+        ok = False
+    if not ok:                      # missing, truncated or corrupted: write it anew
+        write_atomic(path, source)
+    return path
+
+
+def source_path(source):
+    """Where ``source`` is saved (``<cache>/src/gen_<hash>.py``), writing it if need be."""
+    with _lock:
+        return _save_source(source, _digest(source))
 
 
 def load_source(source, name):
     """Import ``source`` as a module from ``<cache>/src/gen_<hash>.py``; returns the module."""
-    digest = hashlib.sha256(source.encode()).hexdigest()[:20]
+    digest = _digest(source)
     with _lock:
         mod = _modules.get(digest)
         if mod is not None:
             return mod
-        path = os.path.join(source_dir(), f"gen_{digest}.py")
-        try:
-            with open(path) as f:
-                ok = f.read() == source
-        except OSError:
-            ok = False
-        if not ok:                      # missing, truncated or corrupted: write it anew
-            _write_atomic(path, source)
+        path = _save_source(source, digest)
         modname = f"numbamr_gen_{digest}"
         spec = importlib.util.spec_from_file_location(modname, path)
         mod = importlib.util.module_from_spec(spec)

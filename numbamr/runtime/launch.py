@@ -9,27 +9,10 @@ import threading
 
 import numpy as np
 
+from .. import settings
 from ..errors import ArgumentError
-from . import arrays
-from .compile import jit_kernel
-
-
-_libcuda = None
-
-
-def _driver():
-    """libcuda through ctypes (cuLaunchKernel this way is the cheapest call Python makes)."""
-    global _libcuda
-    if _libcuda is None:
-        _libcuda = ctypes.CDLL("libcuda.so.1")
-        f = _libcuda.cuLaunchKernel
-        f.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
-        f.restype = ctypes.c_int
-    return _libcuda
-
-
-def _cu_launch_kernel():
-    return _driver().cuLaunchKernel
+from . import arrays, binary, cudadriver
+from .compile import jit_kernel, source_path
 
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
@@ -37,7 +20,7 @@ CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
 
 def allow_dynamic_shared(handle, nbytes):
     """Raise a kernel's dynamic shared memory limit (above 48 KB it must be asked for)."""
-    lib = _driver()
+    lib = cudadriver.driver()
     err = lib.cuFuncSetAttribute(ctypes.c_void_p(int(handle)),
                                  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
                                  ctypes.c_int(nbytes))
@@ -52,28 +35,49 @@ def allow_dynamic_shared(handle, nbytes):
                            f"(CUDA error {err})")
 
 
+CUDA_ERROR_INVALID_CONTEXT = 201
+
+
 class _DriverLaunch:
-    """cuLaunchKernel with a reusable parameter block (one pointer-sized slot per param)."""
+    """cuLaunchKernel with a parameter block filled in place (one pointer-sized slot per
+    parameter) and every other argument converted to its C type once.
+
+    The call goes through ``ctypes.PyDLL``, which keeps the GIL (the launch is a few
+    microseconds and never waits for the GPU); ``lock`` keeps two threads from filling the
+    block at once."""
 
     def __init__(self, handle, nparams, grid, block, shared=0):
-        self._launch = _cu_launch_kernel()
-        self._shared = shared
+        cudadriver.driver()
         if shared > 48 * 1024:
             allow_dynamic_shared(handle, shared)
-        self._f = int(handle)
-        self._values = (ctypes.c_uint64 * max(nparams, 1))()
-        base = ctypes.addressof(self._values)
-        self._slots = (ctypes.c_void_p * max(nparams, 1))(*[base + 8 * i
-                                                           for i in range(max(nparams, 1))])
-        self._params = ctypes.addressof(self._slots)
-        self._grid, self._block = grid, block
-        self._lock = threading.Lock()
+        n = max(nparams, 1)
+        self.values = (ctypes.c_uint64 * n)()
+        base = ctypes.addressof(self.values)
+        self._slots = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
+        one = ctypes.c_uint(1)
+        self.head = (ctypes.c_void_p(int(handle)), ctypes.c_uint(grid), one, one,
+                     ctypes.c_uint(block), one, one, ctypes.c_uint(shared))
+        self.params = ctypes.c_void_p(ctypes.addressof(self._slots))
+        self.lock = threading.Lock()
+        # the context the kernel was loaded in: a thread that has never touched the GPU
+        # has no current context, and the driver answers such a launch with an error
+        self._context = cudadriver.current_context()
 
     def __call__(self, pointers, stream):
-        with self._lock:            # the driver copies the block during the call
-            self._values[:len(pointers)] = pointers
-            err = self._launch(self._f, self._grid, 1, 1, self._block, 1, 1, self._shared,
-                               stream, self._params, None)
+        with self.lock:
+            self.values[:len(pointers)] = pointers
+            err = cudadriver.LAUNCH(*self.head, stream, self.params, None)
+        if err != 0:
+            self.retry(err, pointers, stream)
+
+    def retry(self, err, pointers, stream):
+        """After a failed launch: in a thread without a current context, make the kernel's
+        context current and launch again; any other error is raised."""
+        if err == CUDA_ERROR_INVALID_CONTEXT:
+            cudadriver.driver().cuCtxSetCurrent(self._context)
+            with self.lock:
+                self.values[:len(pointers)] = pointers
+                err = cudadriver.LAUNCH(*self.head, stream, self.params, None)
         if err != 0:
             raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
 
@@ -93,13 +97,28 @@ class Launcher:
         if simulator:
             self.kernel, self.path = jit_kernel(lk.sim_source, lk.name, True)
             return
-        dtypes = [dt for _, _, dt, _ in lk.program.params]
+        handle = self._compile(lk, [dt for _, _, dt, _ in lk.program.params])
+        self.launch = _DriverLaunch(handle, len(self.params), self.grid, self.block,
+                                    self.shared)
+
+    def _compile(self, lk, dtypes):
+        """The kernel's driver handle: from the cubin cache, or compiled by numba (and then
+        stored in the cache)."""
+        key = binary.entry_key(lk.source, lk.name, lk.block, dtypes) \
+            if settings.current().cache else None
+        handle = binary.load(key) if key else None
+        if handle is not None:
+            self.kernel, self.path = None, source_path(lk.source)
+            return handle
         self.kernel, self.path = jit_kernel(lk.source, lk.name, False, lk.block,
                                             pointer_dtypes=dtypes)
-        compiled = next(iter(self.kernel.overloads.values()))
-        self.cufunc = compiled._codelibrary.get_cufunc()
-        self.launch = _DriverLaunch(self.cufunc.handle, len(self.params), self.grid,
-                                    self.block, self.shared)
+        library = next(iter(self.kernel.overloads.values()))._codelibrary
+        handle = library.get_cufunc().handle
+        key = key or (binary.entry_key(lk.source, lk.name, lk.block, dtypes)
+                      if settings.current().cache else None)
+        if key and not library._setup_functions:   # setup hooks would not run from a cubin
+            binary.store(key, library._entry_name, library.get_cubin())
+        return int(handle)
 
 
 def make_launchers(lowered, simulator):
@@ -267,7 +286,8 @@ class FastPath:
     def __init__(self, compiled):
         import cupy
         lowered = compiled.lowered
-        env = {"empty": cupy.empty, "stream": cupy.cuda.get_current_stream}
+        env = {"empty": cupy.ndarray, "stream": cupy.cuda.get_current_stream,
+               "LAUNCH": cudadriver.LAUNCH}
         lines = ["def call(args):"]
         for i, (dt, shape) in enumerate(lowered.out_specs):
             env[f"D{i}"], env[f"S{i}"] = dt, shape
@@ -279,11 +299,10 @@ class FastPath:
             lines.append(f"    t{j} = empty(TS{j}, TD{j})")
         lines.append("    s = stream().ptr")
         for k, l in enumerate(launcher for launcher in compiled.launchers if launcher.grid > 0):
-            env[f"L{k}"] = l.launch
             ptrs = [f"args[{i}].data.ptr" if src == "leaf" else
                     f"o{i}.data.ptr" if src == "out" else f"t{temp_index[i]}.data.ptr"
                     for src, i in l.params]
-            lines.append(f"    L{k}([{', '.join(ptrs)}], s)")
+            lines += _inline_launch(env, k, l.launch, ptrs)
         kind, meta = lowered.structure
         outs = [f"o{i}" for i in range(len(lowered.out_specs))]
         if kind == "single":
@@ -297,6 +316,22 @@ class FastPath:
         exec("\n".join(lines), env)                 # noqa: S102 (our own generated code)
         self.call = env["call"]
         self.source = "\n".join(lines)
+
+
+def _inline_launch(env, k, launch, ptrs):
+    """Source lines launching kernel ``k`` (a _DriverLaunch) with pointer expressions
+    ``ptrs`` on stream ``s``: its parameter block filled slot by slot, then one driver call."""
+    env.update({f"K{k}": launch, f"V{k}": launch.values, f"P{k}": launch.params})
+    head = []
+    for j, value in enumerate(launch.head):
+        env[f"H{k}_{j}"] = value
+        head.append(f"H{k}_{j}")
+    lines = [f"    with K{k}.lock:"]
+    lines += [f"        V{k}[{j}] = p{k}_{j} = {p}" for j, p in enumerate(ptrs)]
+    lines.append(f"        e = LAUNCH({', '.join(head)}, s, P{k}, None)")
+    lines.append(f"    if e:")
+    lines.append(f"        K{k}.retry(e, [{', '.join(f'p{k}_{j}' for j in range(len(ptrs)))}], s)")
+    return lines
 
 
 def fast_key(args):

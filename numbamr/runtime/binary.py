@@ -1,0 +1,61 @@
+"""Compiled kernels kept on disk as cubins, loaded straight through the driver.
+
+numba's own cache still has to build its typing context and look the kernel up, which is most
+of a second in a new process; a cubin file and ``cuModuleLoadData`` take about a millisecond.
+An entry is keyed by the emitted source, the kernel's parameter types and block size, the
+numba and numba-cuda versions and the device's compute capability. Each file starts with a
+header naming the kernel's entry symbol and the SHA-256 of the image, so a truncated or
+corrupted file is seen (and rewritten), never loaded.
+"""
+import hashlib
+import os
+
+from . import cudadriver
+from .compile import write_atomic
+from .. import settings
+
+MAGIC = b"NUMBAMR-CUBIN-1"
+
+
+def _versions():
+    import numba
+    import numba_cuda
+    return f"numba={numba.__version__} numba_cuda={numba_cuda.__version__}"
+
+
+def entry_key(source, name, block, dtypes):
+    """The cache key of one kernel on the current device; None without a current context
+    (then numba sets the device up and compiles)."""
+    device = cudadriver.current_device()
+    if device is None:
+        return None
+    text = "\n".join([source, name, str(block), " ".join(str(d) for d in dtypes),
+                      _versions(), f"sm_{device[1][0]}{device[1][1]}"])
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _path(key):
+    d = os.path.join(settings.current().cache_dir, "bin")
+    os.makedirs(d, exist_ok=True)
+    return os.path.join(d, f"{key}.cubin")
+
+
+def load(key):
+    """The kernel handle stored under ``key``, loaded into the current context, or None."""
+    try:
+        with open(_path(key), "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    header, sep, image = data.partition(b"\n")
+    parts = header.split(b" ")
+    if not sep or len(parts) != 3 or parts[0] != MAGIC:
+        return None
+    if hashlib.sha256(image).hexdigest().encode() != parts[2]:
+        return None                         # truncated or corrupted: compile and rewrite
+    return cudadriver.load_function(image, parts[1].decode())
+
+
+def store(key, entry, image):
+    header = b" ".join([MAGIC, entry.encode(), hashlib.sha256(image).hexdigest().encode()])
+    write_atomic(_path(key), header + b"\n" + bytes(image))

@@ -1,0 +1,68 @@
+"""The CUDA driver library through ctypes, for the few calls numbamr makes itself (launching,
+loading cached binaries): these are the cheapest calls Python can make."""
+import ctypes
+
+_libcuda = None
+LAUNCH = None     # cuLaunchKernel, called with the GIL held (see runtime.launch)
+
+
+def driver():
+    global _libcuda, LAUNCH
+    if _libcuda is None:
+        _libcuda = ctypes.CDLL("libcuda.so.1")
+        launch = ctypes.PyDLL("libcuda.so.1").cuLaunchKernel
+        launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+        launch.restype = ctypes.c_int
+        LAUNCH = launch
+    return _libcuda
+
+
+def current_context():
+    """The calling thread's current context (a ctypes pointer; NULL when there is none)."""
+    ctx = ctypes.c_void_p()
+    driver().cuCtxGetCurrent(ctypes.byref(ctx))
+    return ctx
+
+
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75
+CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76
+
+
+def ensure_context():
+    """Make device 0's primary context current when the thread has none (what numba and
+    CuPy would pick); True if a context is current afterwards."""
+    if current_context().value:
+        return True
+    lib = driver()
+    ctx = ctypes.c_void_p()
+    if lib.cuInit(0) != 0 or lib.cuDevicePrimaryCtxRetain(ctypes.byref(ctx), 0) != 0:
+        return False
+    return lib.cuCtxSetCurrent(ctx) == 0
+
+
+def current_device():
+    """(ordinal, (major, minor)) of the current context's device, or None without one."""
+    lib = driver()
+    dev = ctypes.c_int(-1)
+    if not ensure_context() or lib.cuCtxGetDevice(ctypes.byref(dev)) != 0:
+        return None
+    major, minor = ctypes.c_int(), ctypes.c_int()
+    lib.cuDeviceGetAttribute(ctypes.byref(major), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                             dev)
+    lib.cuDeviceGetAttribute(ctypes.byref(minor), CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                             dev)
+    return dev.value, (major.value, minor.value)
+
+
+def load_function(image, entry):
+    """Load a cubin ``image`` into the current context; the handle (int) of its kernel
+    ``entry``, or None if the driver refuses it (then the caller compiles anew)."""
+    lib = driver()
+    module = ctypes.c_void_p()
+    if lib.cuModuleLoadData(ctypes.byref(module), ctypes.c_char_p(image)) != 0:
+        return None
+    func = ctypes.c_void_p()
+    if lib.cuModuleGetFunction(ctypes.byref(func), module, entry.encode()) != 0:
+        lib.cuModuleUnload(module)
+        return None
+    return func.value
