@@ -704,7 +704,8 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
 
     The scale is ``slack`` times how far float32 rounding is seen to move each output: NumPy's
     own float32 run, and the program run with every use of every value perturbed by a
-    relative ``perturb`` (scaled down to float32 rounding). It matters only for outputs that
+    relative ``perturb`` (scaled down to float32 rounding), and once by 64 float32 ulps for
+    outputs that depend on rounding more than linearly. It matters only for outputs that
     cancel to about 0 or amplify rounding (a row minus its own minimum, a sum of centered
     values); a well-conditioned output keeps ``rtol * max|ref|``. ``source`` (default
     ``fn.source``) is the generated program's text; without it, only the inputs are perturbed.
@@ -719,26 +720,39 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
         rng = np.random.default_rng(12345)
         sens = [0.0] * len(refs)
         for _ in range(trials):
-            out = None
-            if source is not None:
-                try:
-                    out = _perturbed_run(source, inputs, perturb, rng)
-                except Exception:     # not one statement per line: perturb the inputs only
-                    source = None
-            if out is None:
-                out = fn(*[to_float64(a) * (1 + perturb * rng.uniform(-1, 1, np.shape(a)))
-                           if isinstance(a, np.ndarray) else a for a in inputs])
-            outs = [np.asarray(x, dtype=np.float64) for x in flatten(out)]
-            for i, (o, r) in enumerate(zip(outs, refs)):
-                d = float(np.abs(o - r).max()) if r.size else 0.0
+            for i, d in enumerate(_moved(fn, source, inputs, refs, perturb, rng)):
                 sens[i] = max(sens[i], d / perturb)
-    eps32 = float(np.finfo(np.float32).eps)
+        # one run perturbed as much as a float32 sum of thousands of values can be off (64
+        # ulps): an output that moves much more than linearly (the variance of a nearly
+        # constant value goes with the square of the error in its mean) keeps that movement
+        eps32 = float(np.finfo(np.float32).eps)
+        big = 64 * eps32
+        moved_big = _moved(fn, source, inputs, refs, big, rng)
     scales = []
-    for r, t, s in zip(refs, typs, sens):
+    for r, t, s, d_big in zip(refs, typs, sens, moved_big):
         e32 = float(np.abs(t - r).max()) if r.size else 0.0
         tol = max(slack * e32, slack * eps32 * s)
+        if d_big > 4 * big * s:
+            tol = max(tol, slack * d_big)
         scales.append(tol / rtol)
     return typed, ref, scales
+
+
+def _moved(fn, source, inputs, refs, eps, rng):
+    """Per output, how far it moves when every use of every value is perturbed by a relative
+    ``eps`` (only the inputs, when the program is not one statement per line)."""
+    from helpers import flatten, to_float64
+    out = None
+    if source is not None:
+        try:
+            out = _perturbed_run(source, inputs, eps, rng)
+        except Exception:
+            out = None
+    if out is None:
+        out = fn(*[to_float64(a) * (1 + eps * rng.uniform(-1, 1, np.shape(a)))
+                   if isinstance(a, np.ndarray) else a for a in inputs])
+    outs = [np.asarray(x, dtype=np.float64) for x in flatten(out)]
+    return [float(np.abs(o - r).max()) if r.size else 0.0 for o, r in zip(outs, refs)]
 
 
 def conditioned(refs, scales, limit=100.0):

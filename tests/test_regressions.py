@@ -75,3 +75,22 @@ def test_materialized_row_min_then_column_min():
     """VerifyError in the second kernel: t0_row = LOAD ('base_1', 'row_ok') reads 'base_1'
     outside its scope (the row minimum materialized by the first kernel)."""
     check(scaled_by_row_min, [(3, 2)])
+
+
+# ---- tolerance: "relative error 0.000794 > 0.000200024" on a variance numpy gives as 0 ------
+# (GPU fuzz seed 973, at 8a46805.) max(x + sum(x), std) is the same value c everywhere, so the
+# variance is 0 in float64 and in NumPy's pairwise float32; a float32 sequential mean of 4096
+# copies of c is off by a few ulps and the two-pass variance is that error squared (~1e-11).
+# numbamr was right; the fuzzer's tolerance now also perturbs values by 64 ulps to see such
+# squared rounding errors.
+
+def variance_of_a_clamped_constant(x):
+    t2 = x[1:]
+    t4 = t2 + t2.sum(axis=0, keepdims=True) - 100.0
+    t6 = np.maximum(t4, t4.std(0))
+    return t6.var(keepdims=True), t6.mean()
+
+
+def test_variance_of_a_value_constant_after_clamping():
+    check(variance_of_a_clamped_constant, [(4097,)],
+          options={"threads_per_row": 8, "rows_per_block": 3, "upcast": 0, "layout": "row"})
