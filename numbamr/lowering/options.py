@@ -200,19 +200,28 @@ def choose(kernel, forced=None, simulator=False):
 STAGE_BUDGET = 160 * 1024      # bytes of shared memory a block may stage rows in
 
 
-def staged_loads(kernel, group):
-    """Distinct loads of ``group`` whose address depends on the row: the per-row data that
-    staging keeps on chip (row-independent data such as weights is re-read from L2)."""
+def _group_loads(kernel, group):
+    """Distinct non-bool loads of ``group`` whose address moves along the group's axis."""
     seen, out = set(), []
     vals = [r.body for r in kernel.reduces if r.group is group]
     vals += [s.value for s in kernel.stores if s.group is group]
     for v in vals:
         for w in walk(v):
             if w.op is Op.LOAD and w.id not in seen and group.var in w.arg[1].vars() \
-                    and kernel.row in w.arg[1].vars() and w.dtype.kind != "b":
+                    and w.dtype.kind != "b":
                 seen.add(w.id)
                 out.append(w)
     return out
+
+
+def staged_loads(kernel, group):
+    """Loads of ``group`` whose address depends on the row: the per-row data that staging
+    keeps on chip (row-independent data such as weights is re-read from L2)."""
+    return [w for w in _group_loads(kernel, group) if kernel.row in w.arg[1].vars()]
+
+
+def _has_row_independent_loads(kernel, group):
+    return any(kernel.row not in w.arg[1].vars() for w in _group_loads(kernel, group))
 
 
 def _staged_layout(kernel, layout, forced, simulator):
@@ -228,6 +237,12 @@ def _staged_layout(kernel, layout, forced, simulator):
     passes = _streamed_passes(kernel, layout)
     if all(passes[g.id] <= 1 for g, p in zip(kernel.groups, layout.groups) if not p.resident):
         return None             # streaming reads every row once already
+    if forced.stage is None and any(_has_row_independent_loads(kernel, g)
+                                    for g, p in zip(kernel.groups, layout.groups)
+                                    if not p.resident):
+        # measured on the H200 (bench/RESULTS.md, 1024 x 65536): with weights re-read
+        # beside a staged row (layernorm, rmsnorm) staging was 10% slower than streaming
+        return None
     for g, p in zip(kernel.groups, layout.groups):
         need = -(-g.extent // (t * p.vector))
         if need * p.vector <= in_regs:
