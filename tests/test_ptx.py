@@ -127,3 +127,52 @@ def test_long_rows_are_staged_on_chip_without_spills():
         assert r["ok"], r["error"]
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (name, r)
         assert r["vector_loads"] > 0, name
+
+
+CUBIN_CHILD = r"""
+import sys
+import numpy as np
+from numba import cuda
+from numba.cuda.cudadrv import driver
+from numbamr.runtime import binary
+from numbamr.runtime.compile import load_source, pointer_signature, with_deep_stack
+from programs import BY_NAME
+from test_ptx import lower_for_gpu
+p = BY_NAME["softmax"]
+(k,) = lower_for_gpu(p.fn, p.make(np.random.default_rng(0), 4, 256)).kernels
+fn = getattr(load_source(k.source, k.name), k.name)
+dtypes = [dt for _, _, dt, _ in k.program.params]
+ptx, _ = with_deep_stack(lambda: cuda.compile_ptx(fn, pointer_signature(dtypes), cc=(9, 0)))
+linker = driver._Linker(max_registers=None, cc=(9, 0), lto=False)
+linker.add_ptx(ptx.encode())
+image = linker.complete()
+binary.store("k1", k.name, image)
+entry, data = binary.read("k1")
+assert entry == k.name, entry
+assert data == binary.image_bytes(image) and data[:4] == b"\x7fELF"
+print("stored", len(data))
+"""
+
+
+@pytest.mark.ptx
+def test_cubin_cache_entries_round_trip(tmp_path, monkeypatch):
+    """A kernel linked to a cubin the way numba links it on a GPU (a cuda.core ObjectCode,
+    no GPU needed) is stored and read back whole; a truncated or altered entry, or a
+    missing one, reads as None (then numbamr compiles and rewrites it)."""
+    from numbamr.runtime import binary
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    env["PYTHONPATH"] = os.pathsep.join([ROOT, os.path.join(ROOT, "tests"),
+                                         env.get("PYTHONPATH", "")])
+    env["NUMBAMR_CACHE_DIR"] = str(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", CUBIN_CHILD], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    path = tmp_path / "bin" / "k1.cubin"
+    whole = path.read_bytes()
+    monkeypatch.setenv("NUMBAMR_CACHE_DIR", str(tmp_path))
+    assert binary.read("k1") is not None
+    path.write_bytes(whole[:len(whole) // 2])
+    assert binary.read("k1") is None
+    path.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))
+    assert binary.read("k1") is None
+    assert binary.read("missing") is None

@@ -40,8 +40,9 @@ def _path(key):
     return os.path.join(d, f"{key}.cubin")
 
 
-def load(key):
-    """The kernel handle stored under ``key``, loaded into the current context, or None."""
+def read(key):
+    """(entry symbol, cubin bytes) stored under ``key``; None when missing, truncated or
+    corrupted (the caller compiles and stores it anew)."""
     try:
         with open(_path(key), "rb") as f:
             data = f.read()
@@ -52,10 +53,26 @@ def load(key):
     if not sep or len(parts) != 3 or parts[0] != MAGIC:
         return None
     if hashlib.sha256(image).hexdigest().encode() != parts[2]:
-        return None                         # truncated or corrupted: compile and rewrite
-    return cudadriver.load_function(image, parts[1].decode())
+        return None
+    return parts[1].decode(), image
+
+
+def load(key):
+    """The kernel handle stored under ``key``, loaded into the current context, or None."""
+    found = read(key)
+    return cudadriver.load_function(found[1], found[0]) if found else None
+
+
+def image_bytes(image):
+    """The bytes of a linked cubin: numba-cuda hands back a ``cuda.core`` ObjectCode (its
+    ``code``), older versions the bytes themselves."""
+    code = getattr(image, "code", image)
+    if isinstance(code, (bytes, bytearray, memoryview)):
+        return bytes(code)
+    raise TypeError(f"a linked kernel image of type {type(image).__name__} has no bytes")
 
 
 def store(key, entry, image):
+    image = image_bytes(image)
     header = b" ".join([MAGIC, entry.encode(), hashlib.sha256(image).hexdigest().encode()])
-    write_atomic(_path(key), header + b"\n" + bytes(image))
+    write_atomic(_path(key), header + b"\n" + image)

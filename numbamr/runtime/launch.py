@@ -6,6 +6,7 @@ In the simulator the same source runs on 1-D NumPy views.
 """
 import ctypes
 import threading
+import warnings
 
 import numpy as np
 
@@ -117,7 +118,11 @@ class Launcher:
         key = key or (binary.entry_key(lk.source, lk.name, lk.block, dtypes)
                       if settings.current().cache else None)
         if key and not library._setup_functions:   # setup hooks would not run from a cubin
-            binary.store(key, library._entry_name, library.get_cubin())
+            try:
+                binary.store(key, library._entry_name, library.get_cubin())
+            except (OSError, TypeError) as e:   # the kernel runs; only the cache misses it
+                warnings.warn(f"numbamr: kernel {lk.name} not written to the disk cache "
+                              f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
         return int(handle)
 
 
