@@ -285,7 +285,7 @@ def plot(path, rows, impls, ceiling):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--impls", default="numbamr,torch,torch.compile,cupy,jax")
-    ap.add_argument("--ops", default=",".join(suite.OPS))
+    ap.add_argument("--ops", default=",".join(suite.OPS + suite.WHOLE_OPS[1:]))
     ap.add_argument("--shapes", default="all")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS.md"))
     ap.add_argument("--plot", default=os.path.join(HERE, "results.png"))

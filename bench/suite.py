@@ -47,9 +47,15 @@ def np_ops(xp):
     def fullsum(x):
         return x.sum()
 
+    def fullvar(x):
+        return x.var()
+
+    def centered_max(x):
+        return (x - x.mean()).max()
+
     return dict(softmax=softmax, layernorm=layernorm, rmsnorm=rmsnorm, var=variance,
                 logsumexp=logsumexp, sum_max=sum_max, zscore=zscore, colvar=colvar,
-                fullsum=fullsum)
+                fullsum=fullsum, fullvar=fullvar, centered_max=centered_max)
 
 
 def half_wrap(fn):
@@ -85,7 +91,9 @@ def torch_ops():
         logsumexp=lambda x: torch.logsumexp(x, -1),
         sum_max=sum_max, zscore=zscore,
         colvar=lambda x: torch.var(x, 0, correction=0),
-        fullsum=lambda x: x.sum())
+        fullsum=lambda x: x.sum(),
+        fullvar=lambda x: torch.var(x, correction=0),
+        centered_max=lambda x: (x - x.mean()).amax())
 
 
 def torch_half(fn):
@@ -134,9 +142,13 @@ OPS = ["softmax", "layernorm", "rmsnorm", "var", "logsumexp", "sum_max", "zscore
        "fullsum"]
 SHAPES = [(8192, 8192), (65536, 1024), (1024, 65536)]
 HALF_OPS = ["softmax", "layernorm", "rmsnorm"]
+# whole-array reductions of 2**28 float32 elements (1 GiB)
+WHOLE_OPS = ["fullsum", "fullvar", "centered_max"]
+WHOLE_SHAPE = (16384, 16384)
 
 
 def cases():
     out = [(op, shape, "float32") for shape in SHAPES for op in OPS]
     out += [(op, (8192, 8192), "float16") for op in HALF_OPS]
+    out += [(op, WHOLE_SHAPE, "float32") for op in WHOLE_OPS]
     return out
