@@ -59,3 +59,24 @@ def test_forced_options_on_gpu(name, options):
     rng = np.random.default_rng(3)
     p = BY_NAME[name]
     _run(p, p.make(rng, 1000, 3000), jitted=nm.jit(**options)(p.fn))
+
+
+def test_more_than_2_31_elements():
+    """Arrays past 2**31 elements index with 64 bits: a count of bools set only at both ends,
+    the first index of the maximum near the end, and a row reduction whose rows end past 2**31
+    (float16, 4 GiB each)."""
+    import cupy as cp
+    n = 2**31 + 2048 + 37
+    flags = cp.zeros(n, cp.bool_)
+    flags[:3] = True
+    flags[-5:] = True
+    assert int(nm.jit(lambda a: a.sum())(flags)) == 8
+    del flags
+    x = cp.zeros(n, cp.float16)
+    x[-2] = 1
+    x[-1] = 1
+    assert int(nm.jit(lambda a: np.argmax(a))(x)) == n - 2
+    rows = x[:2**31 + 2048].reshape(-1, 1024)     # the last two rows lie past 2**31
+    rows[-1, 7] = 3
+    m = nm.jit(lambda a: a.max(axis=1))(rows)
+    assert float(m[-1]) == 3 and float(m[0]) == 0 and int((m != 0).sum()) == 1
