@@ -3,11 +3,13 @@
 numba's own cache still has to build its typing context and look the kernel up, which is most
 of a second in a new process; a cubin file and ``cuModuleLoadData`` take about a millisecond.
 An entry is keyed by the emitted source, the kernel's parameter types and block size, the
-numba and numba-cuda versions and the device's compute capability. Each file starts with a
+numba and numba-cuda installations and the device's compute capability. Each file starts with a
 header naming the kernel's entry symbol and the SHA-256 of the image, so a truncated or
 corrupted file is seen (and rewritten), never loaded.
 """
+import functools
 import hashlib
+import importlib.util
 import os
 
 from . import cudadriver
@@ -17,10 +19,18 @@ from .. import settings
 MAGIC = b"NUMBAMR-CUBIN-1"
 
 
+@functools.lru_cache(maxsize=1)
 def _versions():
-    import numba
-    import numba_cuda
-    return f"numba={numba.__version__} numba_cuda={numba_cuda.__version__}"
+    """Which numba and numba-cuda compiled the kernels: each package's location and the size
+    and time of its ``__init__.py`` (found without importing numba, which takes a quarter of
+    a second; an upgrade rewrites these files)."""
+    parts = []
+    for name in ("numba", "numba_cuda"):
+        spec = importlib.util.find_spec(name)
+        origin = getattr(spec, "origin", None) if spec else None
+        st = os.stat(origin) if origin else None
+        parts.append(f"{name}={origin}:{st.st_size}:{st.st_mtime_ns}" if st else f"{name}=?")
+    return " ".join(parts)
 
 
 def entry_key(source, name, block, dtypes):
