@@ -29,7 +29,7 @@ cupy.cuda.runtime.deviceSynchronize()
 t = time.perf_counter()
 layernorm(x, w, b)
 cupy.cuda.runtime.deviceSynchronize()
-print(f"{{(time.perf_counter() - t) * 1e3:.1f}}")
+print(f"{{(time.perf_counter() - t) * 1e3:.1f}} {{'numba' in sys.modules}}")
 """
 
 
@@ -38,9 +38,15 @@ def first_call_ms():
     with tempfile.TemporaryDirectory() as cache:
         env = dict(os.environ, NUMBAMR_CACHE_DIR=cache)
         code = CHILD.format(root=ROOT)
-        runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                               text=True, check=True).stdout.strip() for _ in range(3)]
-    return float(runs[0]), min(float(r) for r in runs[1:])
+        runs = []
+        for _ in range(3):
+            proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                                  text=True)
+            if proc.returncode != 0:
+                sys.exit(f"the first-call child failed:\n{proc.stderr[-3000:]}")
+            ms, numba_imported = proc.stdout.split()[-2:]
+            runs.append((float(ms), numba_imported == "True"))
+    return runs[0], min(runs[1:])
 
 
 def rss_mb():
@@ -78,9 +84,10 @@ def leak_check(calls=10000):
 
 
 def main():
-    cold, warm = first_call_ms()
+    (cold, _), (warm, numba_imported) = first_call_ms()
     print(f"first call, new process, empty cache:      {cold:.1f} ms")
-    print(f"first call, new process, compiled before:  {warm:.1f} ms")
+    print(f"first call, new process, compiled before:  {warm:.1f} ms "
+          f"(numba imported: {numba_imported})")
     (r0, u0, t0), (r1, u1, t1), s = leak_check()
     print(f"10000 calls in {s:.2f} s: host RSS {r0:.1f} -> {r1:.1f} MB, "
           f"device pool used {u0} -> {u1} B, pool total {t0} -> {t1} B")
