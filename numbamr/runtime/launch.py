@@ -120,7 +120,7 @@ class Launcher:
         if key and not library._setup_functions:   # setup hooks would not run from a cubin
             try:
                 binary.store(key, library._entry_name, library.get_cubin())
-            except (OSError, TypeError) as e:   # the kernel runs; only the cache misses it
+            except Exception as e:      # the kernel runs; only the disk cache misses it
                 warnings.warn(f"numbamr: kernel {lk.name} not written to the disk cache "
                               f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
         return int(handle)
