@@ -3,6 +3,7 @@
 On a GPU machine (the default profile, GPU sizes, CuPy arrays where CuPy is installed):
     python3 tests/fuzz_gpu.py                       # 2000 programs
     python3 tests/fuzz_gpu.py --count 500 --start 10000 --numpy
+    python3 tests/fuzz_gpu.py --jobs 14 --quiet --time-limit 400   # 2000 programs, 14 processes
 Without a GPU it runs in numba's simulator; keep it small there:
     python3 tests/fuzz_gpu.py --sim-small --count 20
 
@@ -47,7 +48,13 @@ def main(argv=None):
                          "the ones run (default: no limit)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after this many failures (default: run all)")
+    ap.add_argument("--jobs", type=int, default=1,
+                    help="run the seeds in this many processes at once (compiling is most "
+                         "of the time) and print their output one after another, then one "
+                         "total line")
     args = ap.parse_args(argv)
+    if args.jobs > 1:
+        return _run_jobs(args, argv if argv is not None else sys.argv[1:])
 
     import numbamr as nm
     import fuzzgen
@@ -132,6 +139,45 @@ def main(argv=None):
     print(f"\nfuzz: {done} programs, {mismatches} mismatches, {errors} errors "
           f"({len(unsupported)} unsupported, {time.time() - t_start:.0f}s)", flush=True)
     return 1 if failures else 0
+
+
+def _run_jobs(args, argv):
+    """Split seeds start..start+count over ``args.jobs`` child processes; their outputs, then
+    the totals (a child cut short by the time limit still reports what it ran)."""
+    import re
+    import subprocess
+    rest, skip = [], False
+    for a in argv:                       # the child arguments: everything but the split
+        if skip:
+            skip = False
+        elif a in ("--jobs", "--start", "--count"):
+            skip = True
+        elif not a.startswith(("--jobs=", "--start=", "--count=")):
+            rest.append(a)
+    share = -(-args.count // args.jobs)
+    procs = []
+    for j in range(args.jobs):
+        first, n = args.start + j * share, min(share, args.count - j * share)
+        if n > 0:
+            procs.append(subprocess.Popen(
+                [sys.executable, os.path.abspath(__file__), "--start", str(first),
+                 "--count", str(n)] + rest, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True))
+    totals, failed = [0, 0, 0, 0], False
+    for p in procs:
+        out = p.communicate()[0]
+        print(out, end="", flush=True)
+        m = re.search(r"^fuzz: (\d+) programs, (\d+) mismatches, (\d+) errors "
+                      r"\((\d+) unsupported", out, re.M)
+        if m is None:
+            print(f"(a child exited with status {p.returncode} without a summary)")
+            failed = True
+            continue
+        totals = [t + int(v) for t, v in zip(totals, m.groups())]
+        failed |= p.returncode != 0
+    print(f"\nfuzz total: {totals[0]} programs, {totals[1]} mismatches, {totals[2]} errors "
+          f"({totals[3]} unsupported) in {len(procs)} processes", flush=True)
+    return 1 if failed else 0
 
 
 def _rerun(nm, fuzzgen, xp, source, fn, inputs, options, times):
