@@ -34,8 +34,8 @@ def _versions():
 
 
 def entry_key(source, name, block, dtypes):
-    """The cache key of one kernel on the current device; None without a current context
-    (then numba sets the device up and compiles)."""
+    """The cache key of one kernel on the current device (device 0's primary context is made
+    current if the thread has none); None when no device can be made current."""
     device = cudadriver.current_device()
     if device is None:
         return None

@@ -65,20 +65,21 @@ class _DriverLaunch:
         self._context = cudadriver.current_context()
 
     def __call__(self, pointers, stream):
-        with self.lock:
-            self.values[:len(pointers)] = pointers
-            err = cudadriver.LAUNCH(*self.head, stream, self.params, None)
+        err = self._launch(pointers, stream)
         if err != 0:
             self.retry(err, pointers, stream)
+
+    def _launch(self, pointers, stream):
+        with self.lock:
+            self.values[:len(pointers)] = pointers
+            return cudadriver.LAUNCH(*self.head, stream, self.params, None)
 
     def retry(self, err, pointers, stream):
         """After a failed launch: in a thread without a current context, make the kernel's
         context current and launch again; any other error is raised."""
         if err == CUDA_ERROR_INVALID_CONTEXT:
             cudadriver.driver().cuCtxSetCurrent(self._context)
-            with self.lock:
-                self.values[:len(pointers)] = pointers
-                err = cudadriver.LAUNCH(*self.head, stream, self.params, None)
+            err = self._launch(pointers, stream)
         if err != 0:
             raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
 
@@ -115,8 +116,6 @@ class Launcher:
                                             pointer_dtypes=dtypes)
         library = next(iter(self.kernel.overloads.values()))._codelibrary
         handle = library.get_cufunc().handle
-        key = key or (binary.entry_key(lk.source, lk.name, lk.block, dtypes)
-                      if settings.current().cache else None)
         if key and not library._setup_functions:   # setup hooks would not run from a cubin
             try:
                 binary.store(key, library._entry_name, library.get_cubin())
@@ -215,23 +214,9 @@ def run(compiled, leaves, ctx, given=None):
     if given is not None:
         return _run_into(compiled, leaves, ctx, given)
     outs = [_alloc(ctx, dt, shape) for dt, shape in lowered.out_specs]
-    if any(0 in s for _, s in lowered.out_specs):
-        return _structure(lowered.structure, [_convert(ctx, o) for o in outs])
-    temps = {t.name: _alloc(ctx, t.dtype, t.shape) for t in lowered.temps}
-    for launcher in compiled.launchers:
-        if launcher.grid == 0:
-            continue
-        if ctx.simulator:
-            args = [arrays.host_buffer(leaves[i].array) if src == "leaf" else
-                    (outs[i] if src == "out" else temps[i]).reshape(-1)
-                    for src, i in launcher.params]
-            with _SIM_LOCK:          # numba's simulator runs one kernel at a time
-                launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
-        else:
-            ptrs = [leaves[i].array.base_ptr if src == "leaf" else
-                    _device_ptr(outs[i] if src == "out" else temps[i])
-                    for src, i in launcher.params]
-            launcher.launch(ptrs, ctx.stream)
+    if not any(0 in s for _, s in lowered.out_specs):
+        _launch_all(compiled, leaves, ctx, [o.reshape(-1) for o in outs] if ctx.simulator
+                    else [_device_ptr(o) for o in outs])
     return _structure(lowered.structure, [_convert(ctx, o) for o in outs])
 
 
@@ -239,31 +224,39 @@ def _run_into(compiled, leaves, ctx, given):
     lowered = compiled.lowered
     if any(0 in s for _, s in lowered.out_specs):
         return _structure(lowered.structure, [a.obj for a in given])
-    temps = {t.name: _alloc(ctx, t.dtype, t.shape) for t in lowered.temps}
+    if not ctx.simulator:
+        _launch_all(compiled, leaves, ctx, [a.base_ptr for a in given])
+        return _structure(lowered.structure, [a.obj for a in given])
     # the simulator copies every argument in and out, so views of one buffer would undo each
     # other's writes: there, kernels write into private spans copied into the views after
-    spans = [np.empty(a.span, a.dtype) for a in given] if ctx.simulator else None
+    spans = [np.empty(a.span, a.dtype) for a in given]
+    _launch_all(compiled, leaves, ctx, spans)
+    for a, span in zip(given, spans):
+        item = a.dtype.itemsize
+        view = np.lib.stride_tricks.as_strided(span[a.offset:], a.shape,
+                                               [s * item for s in a.strides])
+        np.copyto(a.obj, view)
+    return _structure(lowered.structure, [a.obj for a in given])
+
+
+def _launch_all(compiled, leaves, ctx, outs):
+    """Launch every kernel writing ``outs``: 1-D host arrays in the simulator, device
+    pointers on a GPU. Temporaries between kernels are allocated here."""
+    temps = {t.name: _alloc(ctx, t.dtype, t.shape) for t in compiled.lowered.temps}
     for launcher in compiled.launchers:
         if launcher.grid == 0:
             continue
         if ctx.simulator:
             args = [arrays.host_buffer(leaves[i].array) if src == "leaf" else
-                    spans[i] if src == "out" else temps[i].reshape(-1)
+                    outs[i] if src == "out" else temps[i].reshape(-1)
                     for src, i in launcher.params]
             with _SIM_LOCK:          # numba's simulator runs one kernel at a time
                 launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
         else:
             ptrs = [leaves[i].array.base_ptr if src == "leaf" else
-                    given[i].base_ptr if src == "out" else _device_ptr(temps[i])
+                    outs[i] if src == "out" else _device_ptr(temps[i])
                     for src, i in launcher.params]
             launcher.launch(ptrs, ctx.stream)
-    if spans is not None:
-        for a, span in zip(given, spans):
-            item = a.dtype.itemsize
-            view = np.lib.stride_tricks.as_strided(span[a.offset:], a.shape,
-                                                   [s * item for s in a.strides])
-            np.copyto(a.obj, view)
-    return _structure(lowered.structure, [a.obj for a in given])
 
 
 def _convert(ctx, out):
