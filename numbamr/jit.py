@@ -5,6 +5,7 @@ key and the function sees the plain value. ``fn.lower(*args)`` returns what a ca
 those arguments would run, without running it.
 """
 import collections
+import dataclasses
 import inspect
 import threading
 
@@ -185,7 +186,10 @@ class JitFunction:
         key = tuple([l.key() for l in leaves])
         if outs is not None:
             key += tuple(("O",) + a.layout_key() for a in outs)
-        compiled = self._cache.get(key)
+        with self._lock:                # least recently used signatures are dropped first
+            compiled = self._cache.get(key)
+            if compiled is not None:
+                self._cache.move_to_end(key)
         if compiled is None:
             if bound is None:
                 bound, _ = self._bind(args, kwargs)
@@ -302,8 +306,8 @@ def jit(fn=None, **options):
     try:
         opts = KernelOptions(**options)
     except TypeError as e:
-        raise ArgumentError(f"numbamr.jit: unknown option ({e}); the options are "
-                            "threads_per_row, rows_per_block, vector, upcast, unroll, layout")
+        names = ", ".join(f.name for f in dataclasses.fields(KernelOptions))
+        raise ArgumentError(f"numbamr.jit: unknown option ({e}); the options are {names}")
     if fn is None:
         return lambda f: JitFunction(f, opts)
     if not callable(fn):

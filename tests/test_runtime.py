@@ -1,10 +1,10 @@
 """Calls: out=, recompilation log, threads, the signature cache."""
-import threading
 
 import numpy as np
 import pytest
 
 import numbamr as nm
+from helpers import run_in_threads
 
 
 def softmax(x):
@@ -75,19 +75,7 @@ def test_recompile_log_says_why(monkeypatch, capsys):
 
 def test_concurrent_calls_from_threads_compile_once_and_agree():
     fn = nm.jit(softmax)
-    results, errors = [None] * 4, []
-
-    def work(i):
-        try:
-            results[i] = fn(X)
-        except Exception as e:      # collected and reported below
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+    results = run_in_threads(lambda _: fn(X), range(4))
     assert len(fn._cache) == 1
     for r in results:
         np.testing.assert_allclose(r, ref_softmax(X), rtol=1e-5)
@@ -99,6 +87,15 @@ def test_memory_of_signatures_is_bounded(monkeypatch):
     for n in (1, 2, 3, 4):
         fn(np.ones(n, np.float32))
     assert len(fn._cache) == 2
+
+
+def test_the_least_recently_used_signature_is_dropped(monkeypatch):
+    monkeypatch.setenv("NUMBAMR_MAX_SIGNATURES", "2")
+    fn = nm.jit(lambda x: x.sum(0))
+    for n in (1, 2, 1, 3):
+        fn(np.ones(n, np.float32))
+    kept = sorted(k[0][1][1] for k in fn._cache)
+    assert kept == [(1,), (3,)], kept
 
 
 def test_a_failing_compile_names_the_saved_source_and_the_function(monkeypatch):
