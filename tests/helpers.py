@@ -55,3 +55,24 @@ def run_and_check(program, inputs, rtol=1e-5, jitted=None, expect_kernels=None):
     if expect_kernels is not None:
         assert len(fn.lower(*inputs).kernels) == expect_kernels
     return got
+
+
+def run_in_threads(work, args):
+    """``work(a)`` for each of ``args``, each in its own thread, all at once; the results in
+    order. An exception in any thread fails the caller with the first one."""
+    import threading
+    results, errors = [None] * len(args), []
+
+    def target(i):
+        try:
+            results[i] = work(args[i])
+        except Exception as e:      # re-raised in the caller below
+            errors.append(e)
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(len(args))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return results

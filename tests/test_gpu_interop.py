@@ -70,25 +70,16 @@ def test_out_and_stream():
 
 
 def test_many_shapes_and_threads():
-    import threading
     import cupy as cp
+    from helpers import run_in_threads
     fn = nm.jit(softmax)
     xs = [cp.asarray(np.random.default_rng(n).standard_normal((7, n)).astype(np.float32))
           for n in (31, 32, 33, 1000)]
-    errors = []
 
     def work(x):
-        try:
-            for _ in range(20):
-                np.testing.assert_allclose(fn(x).get(), ref(x.get()), rtol=1e-5, atol=1e-7)
-        except Exception as e:          # reported below
-            errors.append(e)
-    threads = [threading.Thread(target=work, args=(x,)) for x in xs * 2]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
+        for _ in range(20):
+            np.testing.assert_allclose(fn(x).get(), ref(x.get()), rtol=1e-5, atol=1e-7)
+    run_in_threads(work, xs * 2)
     assert len(fn._cache) == 4
 
 
