@@ -720,14 +720,15 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
         rng = np.random.default_rng(12345)
         sens = [0.0] * len(refs)
         for _ in range(trials):
-            for i, d in enumerate(_moved(fn, source, inputs, refs, perturb, rng)):
+            moved, source = _moved(fn, source, inputs, refs, perturb, rng)
+            for i, d in enumerate(moved):
                 sens[i] = max(sens[i], d / perturb)
         # one run perturbed as much as a float32 sum of thousands of values can be off (64
         # ulps): an output that moves much more than linearly (the variance of a nearly
         # constant value goes with the square of the error in its mean) keeps that movement
         eps32 = float(np.finfo(np.float32).eps)
         big = 64 * eps32
-        moved_big = _moved(fn, source, inputs, refs, big, rng)
+        moved_big, _ = _moved(fn, source, inputs, refs, big, rng)
     scales = []
     for r, t, s, d_big in zip(refs, typs, sens, moved_big):
         e32 = float(np.abs(t - r).max()) if r.size else 0.0
@@ -739,20 +740,21 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
 
 
 def _moved(fn, source, inputs, refs, eps, rng):
-    """Per output, how far it moves when every use of every value is perturbed by a relative
-    ``eps`` (only the inputs, when the program is not one statement per line)."""
+    """(per output, how far it moves when every use of every value is perturbed by a relative
+    ``eps``; the source to use next time). A program not written one statement per line has
+    only its inputs perturbed, and None comes back for its source, so it is not parsed again."""
     from helpers import flatten, to_float64
     out = None
     if source is not None:
         try:
             out = _perturbed_run(source, inputs, eps, rng)
         except Exception:
-            out = None
+            source = None
     if out is None:
         out = fn(*[to_float64(a) * (1 + eps * rng.uniform(-1, 1, np.shape(a)))
                    if isinstance(a, np.ndarray) else a for a in inputs])
     outs = [np.asarray(x, dtype=np.float64) for x in flatten(out)]
-    return [float(np.abs(o - r).max()) if r.size else 0.0 for o, r in zip(outs, refs)]
+    return [float(np.abs(o - r).max()) if r.size else 0.0 for o, r in zip(outs, refs)], source
 
 
 def conditioned(refs, scales, limit=100.0):
