@@ -103,9 +103,11 @@ class Scheduler:
         segments = self._segments_for(n, src)
         if segments < 2:
             return None
-        shifted = self._shifted_variance(n, src)
-        if shifted is not None:
-            return shifted
+        rewritten = self._shifted_variance(n, src)
+        if rewritten is None:
+            rewritten = self._monotone_extremes(n, src)
+        if rewritten is not None:
+            return rewritten
         kind, axes = n.arg
         extent = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
         kept = [a for a in range(src.ndim) if a not in axes]
@@ -159,6 +161,40 @@ class Scheduler:
         zero = g.node(Op.CONST, f64, kshape, (), 0.0, n.loc)
         num = g.node(Op.MAX, f64, kshape, (num, zero), None, n.loc)    # never below 0
         return g.node(Op.CAST, n.dtype, n.shape, (num,), n.dtype, n.loc)
+
+    def _monotone_extremes(self, n, src):
+        """max/min of ``x + c``, ``x - c``, ``c - x`` or ``-x``, with ``c`` the same all along
+        the reduced axes, from max(x) and min(x): one pass over ``x`` instead of two when
+        ``c`` is itself a reduction of ``x`` (``(x - x.mean()).max()``).
+
+        Exact: adding a fixed ``c`` and rounding is monotone in ``x``, so the extreme of
+        f(x) is f at an extreme of x. Taking the NaN-propagating max/min of f(max x) and
+        f(min x) also gives NaN exactly when some f(x_i) is NaN (x_i NaN, or x_i = -c
+        infinite, which is then max x or min x). Integers are left alone (they wrap).
+        """
+        kind, axes = n.arg
+        if kind not in (ReduceKind.MAX, ReduceKind.MIN) or src.dtype.kind != "f" or \
+                src.op not in (Op.ADD, Op.SUB, Op.NEG):
+            return None
+        uniform = [_uniform_along(s, axes) for s in src.srcs]
+        if src.op is Op.NEG:
+            varying = 0
+        elif uniform[1] and not uniform[0]:
+            varying = 0
+        elif uniform[0] and not uniform[1]:
+            varying = 1
+        else:
+            return None
+        g, x = self.graph, src.srcs[varying]
+        extremes = []
+        for k in (ReduceKind.MAX, ReduceKind.MIN):
+            r = g.node(Op.REDUCE, n.dtype, n.shape, (x,), (k, axes), n.loc)
+            r = self._split(r, r.srcs) or r
+            operands = [r if i == varying else _at_shape(g, s, n.shape)
+                        for i, s in enumerate(src.srcs)]
+            extremes.append(g.node(src.op, n.dtype, n.shape, tuple(operands), src.arg, n.loc))
+        pick = Op.MAX if kind is ReduceKind.MAX else Op.MIN
+        return g.node(pick, n.dtype, n.shape, tuple(extremes), None, n.loc)
 
     def _permute(self, x, perm):
         perm = tuple(perm)
@@ -249,6 +285,24 @@ def _variance_input(n, src):
             m.srcs[1].arg != count or m.shape != n.shape:
         return None
     return a
+
+
+def _uniform_along(node, axes):
+    """Whether ``node`` has one value all along ``axes`` (a constant, or broadcast there)."""
+    if node.op is Op.CONST:
+        return True
+    return node.op is Op.EXPAND and node.srcs[0].ndim == node.ndim and \
+        all(node.srcs[0].shape[a] == 1 for a in axes)
+
+
+def _at_shape(g, node, shape):
+    """A node uniform along some axes (see _uniform_along), at the reduced ``shape``."""
+    if node.op is Op.CONST:
+        return g.node(Op.CONST, node.dtype, shape, (), node.arg, node.loc)
+    src = node.srcs[0]
+    if src.shape == tuple(shape):
+        return src
+    return g.node(Op.EXPAND, src.dtype, shape, (src,), tuple(shape), node.loc)
 
 
 def merge_groups(s):

@@ -120,3 +120,31 @@ def test_split_variance_reads_the_input_once(monkeypatch, offset):
     assert len(readers) == 2          # whole-array stats in one, the column variance in one
     for k in readers:
         assert all(r.depth == 0 for r in k.kernel.reduces)
+
+
+def centered_extremes(x):
+    return (x - x.mean()).max(), (x.mean() - x).min(), (-(x - x.max(axis=0)) + 2.0).max(axis=0)
+
+
+@pytest.mark.parametrize("special", ["none", "nan", "-inf", "+inf", "both infs"])
+def test_split_centered_max_reads_the_input_once(monkeypatch, special):
+    """max/min of x shifted by a reduction of x, split across blocks: one kernel reads x
+    (max, min and sum of each segment together), and NaN and inf come out as NumPy's
+    (a mean of -inf makes x - mean NaN where x is -inf)."""
+    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
+    monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 16)
+    x = np.random.default_rng(3).standard_normal((256, 8)).astype(np.float32)
+    values = {"none": [], "nan": [np.nan], "-inf": [-np.inf], "+inf": [np.inf],
+              "both infs": [np.inf, -np.inf]}[special]
+    for i, v in enumerate(values):
+        x[17 + 90 * i, 3] = v
+    fn = nm.jit(centered_extremes)
+    got = fn(x)
+    with np.errstate(invalid="ignore"):
+        want = centered_extremes(x.astype(np.float64))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g, np.float64), w, rtol=1e-5, atol=1e-5)
+    low = fn.lower(x)
+    readers = [k for k in low.kernels if 0 in k.kernel.inputs]
+    assert len(readers) == 2          # the whole-array pair in one, the column max in one
+    assert all(r.depth == 0 for k in readers for r in k.kernel.reduces)

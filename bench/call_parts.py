@@ -1,0 +1,108 @@
+"""Where the host time of one small numbamr call goes, part by part (each part timed alone
+over many back-to-back repetitions; the GPU time per kernel beside it, since a launch queue
+that fills up makes the host wait for the GPU).
+
+    python bench/call_parts.py    # on a GPU machine, with CuPy
+"""
+import os
+import statistics
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+import cupy  # noqa: E402
+import numpy as np  # noqa: E402
+
+import numbamr as nm  # noqa: E402
+from numbamr.runtime import binary, cudadriver, launch  # noqa: E402
+
+
+@nm.jit
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def per_call_us(fn, n=2000, repeats=7, sync=True):
+    """Median host microseconds per call over ``repeats`` bursts of ``n`` calls."""
+    for _ in range(200):
+        fn()
+    cupy.cuda.runtime.deviceSynchronize()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter() - t0) / n)
+        if sync:
+            cupy.cuda.runtime.deviceSynchronize()
+    return statistics.median(samples) * 1e6
+
+
+def gpu_us_per_kernel(fn, n=2000):
+    """GPU microseconds per call, from events around ``n`` back-to-back calls."""
+    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
+    fn()
+    start.record()
+    for _ in range(n):
+        fn()
+    stop.record()
+    stop.synchronize()
+    return cupy.cuda.get_elapsed_time(start, stop) * 1e3 / n
+
+
+def main():
+    x = cupy.random.standard_normal((4, 1024), dtype=cupy.float32)
+    softmax(x)
+    softmax(x)
+    cupy.cuda.runtime.deviceSynchronize()
+    compiled = next(iter(softmax._cache.values()))
+    dl = compiled.launchers[0].launch
+    out = cupy.empty((4, 1024), cupy.float32)
+    ptrs = [x.data.ptr, out.data.ptr][:len(compiled.launchers[0].params)]
+    stream = cupy.cuda.get_current_stream().ptr
+    rows = [
+        ("whole call (fast path)", lambda: softmax(x)),
+        ("whole call, bursts of 100", None),
+        ("fast_key(args)", lambda: launch.fast_key((x,))),
+        ("cupy.ndarray(shape, dtype)", lambda: cupy.ndarray((4, 1024), np.float32)),
+        ("get_current_stream().ptr", lambda: cupy.cuda.get_current_stream().ptr),
+        ("x.data.ptr", lambda: x.data.ptr),
+        ("driver launch, numba's handle", lambda: dl(ptrs, stream)),
+    ]
+    # the same cubin loaded through cuModuleLoadData (a CUfunction, not a library CUkernel)
+    library = next(iter(compiled.launchers[0].kernel.overloads.values()))._codelibrary \
+        if compiled.launchers[0].kernel is not None else None
+    if library is not None:
+        image = binary.image_bytes(library.get_cubin())
+        handle = cudadriver.load_function(image, library._entry_name)
+        dl2 = launch._DriverLaunch(handle, len(ptrs), compiled.launchers[0].grid,
+                                   compiled.launchers[0].block, compiled.launchers[0].shared)
+        rows.append(("driver launch, module handle", lambda: dl2(ptrs, stream)))
+        rows.append(("  its GPU time per kernel", ("gpu", lambda: dl2(ptrs, stream))))
+    rows.append(("ctypes call (cuCtxGetCurrent)", lambda: cudadriver.current_context()))
+    try:
+        import torch
+        xt = torch.as_tensor(x, device="cuda")
+        rows.append(("torch.softmax", lambda: torch.softmax(xt, -1)))
+        rows.append(("torch.empty", lambda: torch.empty((4, 1024), device="cuda")))
+        rows.append(("  torch.softmax GPU time per kernel",
+                     ("gpu", lambda: torch.softmax(xt, -1))))
+    except ImportError:
+        pass
+    rows.append(("  numbamr GPU time per call", ("gpu", lambda: softmax(x))))
+    print(f"kernel: grid {compiled.launchers[0].grid}, block {compiled.launchers[0].block}, "
+          f"shared {compiled.launchers[0].shared}, handle {dl.head[0].value:#x}")
+    for name, fn in rows:
+        if fn is None:
+            t = per_call_us(lambda: softmax(x), n=100, repeats=50)
+        elif isinstance(fn, tuple):
+            t = gpu_us_per_kernel(fn[1])
+        else:
+            t = per_call_us(fn)
+        print(f"{name:40s} {t:8.2f} us")
+
+
+if __name__ == "__main__":
+    main()
