@@ -311,6 +311,8 @@ def main():
             continue
         log(f"{op} {shape} {dtype}")
         rows.append(run_case(op, shape, dtype, impls, rng, log))
+        # after every cell, so a run cut short still leaves the cells it measured
+        write_results(args.out, rows, impls, ceiling, launch, device, None)
     plot_name = None
     try:
         plot(args.plot, rows, impls, ceiling)
