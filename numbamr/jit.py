@@ -11,7 +11,7 @@ import threading
 
 import numpy as np
 
-from . import settings
+from . import dtypes, settings
 from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc
 from .graph import format_graph
 from .lowering import lower_built, KernelOptions
@@ -29,6 +29,12 @@ class Lowered:
         self.kernels = kernels
         self.out_specs, self.structure = out_specs, structure
         self.temps = temps          # intermediates kernels pass through memory
+
+    @property
+    def has_bfloat16(self):
+        """Whether an output or temporary is bfloat16 (CuPy, hence the fast path, has none)."""
+        return any(dtypes.is_bfloat16(dt) for dt, _ in self.out_specs) or \
+            any(dtypes.is_bfloat16(t.dtype) for t in self.temps)
 
     def as_text(self):
         """The emitted numba.cuda source of every kernel."""
@@ -200,7 +206,7 @@ class JitFunction:
         if fkey is not None and stream is None and not ctx.simulator and \
                 ctx.result_kind == "cupy" and \
                 all(l.array.offset == 0 and l.array.kind == "cupy" for l in leaves
-                    if l.array is not None):
+                    if l.array is not None) and not compiled.lowered.has_bfloat16:
             with self._lock:
                 if len(self._fast) >= settings.current().max_signatures:
                     self._fast.clear()

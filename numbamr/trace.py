@@ -423,7 +423,7 @@ def _float_rule(common, operands):
 
 
 def _true_div_rule(common, operands):
-    f = common if common.kind == "f" else dtypes.FLOAT64
+    f = common if dtypes.is_float(common) else dtypes.FLOAT64
     return f, f
 
 
@@ -534,7 +534,7 @@ _isnan = _make_unary(Op.ISNAN, _isnan_rule, "isnan")
 
 
 def isnan(x):
-    if _graph_of([x]) is not None and _result_type_of(x).kind != "f":
+    if _graph_of([x]) is not None and not dtypes.is_float(_result_type_of(x)):
         return _wrap(x.graph, _const(x.graph, False, dtypes.BOOL, x.shape))
     return _isnan(x)
 
@@ -546,7 +546,7 @@ def power(a, b):
             return multiply(a, a)
         if b == 1:
             return positive(a)
-        if b == 0.5 and _result_type_of(a, b).kind == "f":
+        if b == 0.5 and dtypes.is_float(_result_type_of(a, b)):
             return sqrt(a)
     return _elementwise(Op.POW, (a, b), _numeric_rule("power"), "power")
 
@@ -917,7 +917,7 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     x = _prepare(x, "mean")
     axes = normalize_axes(axis, x.ndim)
     res_dt = np.dtype(dtype) if dtype is not None else \
-        (x.dtype if x.dtype.kind == "f" else dtypes.FLOAT64)
+        (x.dtype if dtypes.is_float(x.dtype) else dtypes.FLOAT64)
     acc_dt = dtypes.compute_dtype(res_dt)
     s = sum_(astype(x, acc_dt), axes, keepdims=True)
     m = true_divide(s, _count(x, axes))
@@ -930,7 +930,7 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     x = _prepare(x, "var")
     axes = normalize_axes(axis, x.ndim)
     res_dt = np.dtype(dtype) if dtype is not None else \
-        (x.dtype if x.dtype.kind == "f" else dtypes.FLOAT64)
+        (x.dtype if dtypes.is_float(x.dtype) else dtypes.FLOAT64)
     acc_dt = dtypes.compute_dtype(res_dt)
     xf = astype(x, acc_dt)
     d = subtract(xf, mean(xf, axes, keepdims=True))

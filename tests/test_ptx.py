@@ -29,7 +29,7 @@ def lower_for_gpu(fn, inputs):
 
 def compile_report(kernels):
     entries = [{"name": k.name, "source": k.source, "block": k.block,
-                "params": [np.dtype(dt).str for _, _, dt, _ in k.program.params]}
+                "params": [np.dtype(dt).name for _, _, dt, _ in k.program.params]}
                for k in kernels]
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")

@@ -7,6 +7,7 @@ scalars, keeping the same combine order, hence the same result bits.
 """
 import numpy as np
 
+from .. import dtypes
 from ..ops import Op, ReduceKind
 from .linearize import const_literal, exchange_dtype as _xdt
 
@@ -14,12 +15,21 @@ FULL_MASK = "0xFFFFFFFF"
 
 
 def dtype_name(dt):
+    """The numba type of values of ``dt`` (bfloat16 values are their bits, a uint16)."""
     dt = np.dtype(dt)
+    if dtypes.is_bfloat16(dt):
+        return "uint16"
     return "boolean" if dt.kind == "b" else dt.name
 
 
 def _cast_text(text, to_dt, from_dt=None):
     to_dt = np.dtype(to_dt)
+    if from_dt is not None and dtypes.is_bfloat16(from_dt):
+        text, from_dt = f"bf16_to_f32({text})", dtypes.FLOAT32
+        if to_dt == dtypes.FLOAT32:
+            return text
+    if dtypes.is_bfloat16(to_dt):
+        return f"f32_to_bf16({text if from_dt == dtypes.FLOAT32 else f'float32({text})'})"
     if to_dt.kind == "b":
         return f"({text} != 0)"
     return f"{dtype_name(to_dt)}({text})"
@@ -123,6 +133,7 @@ class Emitter:
         self.p, self.target = program, target
         self.lines, self.indent = [], 1
         self.scratch = {}              # (reduce id, dtype) -> scratch array (sim shuffles)
+        self.dtype_of = {}             # value name -> dtype (a cast must know its source's)
 
     def line(self, text):
         self.lines.append("    " * self.indent + text)
@@ -140,6 +151,9 @@ class Emitter:
                 "                         float16, float32, float64)"]
         if self.target == "cuda":
             head.append("from numbamr.runtime.intrinsics import vload, vstore")
+        if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params):
+            lib = "intrinsics" if self.target == "cuda" else "simmath"
+            head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, f32_to_bf16")
         head += ["inf = math.inf", "nan = math.nan", "", "",
                  f"def {p.name}({params}):"]
         for n, kind, dt, pos in p.params:
@@ -149,6 +163,8 @@ class Emitter:
             self.declare_scratch()
         for ins in p.instrs:
             getattr(self, "op_" + ins.op.lower())(ins)
+            for name in ins.out:
+                self.dtype_of[name] = ins.dtype
         return "\n".join(head + self.lines) + "\n"
 
     # ---- simulator shuffles: one scratch array per reduce and dtype --------------------
@@ -236,7 +252,8 @@ class Emitter:
             self.line(f"{ins.out[0]} = {_alu(ins.arg, ins.dtype, ins.srcs)}")
 
     def op_cast(self, ins):
-        self.line(f"{ins.out[0]} = {_cast_text(ins.srcs[0], ins.arg)}")
+        src = ins.srcs[0]
+        self.line(f"{ins.out[0]} = {_cast_text(src, ins.arg, self.dtype_of.get(src))}")
 
     def op_acc(self, ins):
         kind = ins.arg

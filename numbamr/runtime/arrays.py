@@ -145,16 +145,39 @@ def inspect_array(value, name):
 
 
 def _inspect_torch(t, name):
+    bf16 = str(t.dtype) == "torch.bfloat16"    # no __cuda_array_interface__ or .numpy() for it
+    if bf16 and dtypes.BFLOAT16 is None:
+        raise dtypes.bfloat16_needed(f"argument {name!r}")
     if t.is_cuda:
-        cai = t.__cuda_array_interface__
-        dt = dtypes.check(np.dtype(cai["typestr"]), f"argument {name!r}")
+        if bf16:
+            dt, ptr = dtypes.BFLOAT16, t.data_ptr()
+        else:
+            cai = t.__cuda_array_interface__
+            dt, ptr = dtypes.check(np.dtype(cai["typestr"]), f"argument {name!r}"), \
+                cai["data"][0]
         strides = tuple(int(s) for s in t.stride())
         strides = _canonical_strides(strides, tuple(t.shape))
-        return ArrayArg(name, t, "torch", DEVICE, tuple(t.shape), dt, strides, cai["data"][0],
+        return ArrayArg(name, t, "torch", DEVICE, tuple(t.shape), dt, strides, ptr,
                         t.device.index or 0)
-    arr = t.detach().numpy()
+    arr = t.detach()
+    arr = arr.view(_torch_uint16()).numpy().view(dtypes.BFLOAT16) if bf16 else arr.numpy()
     info = inspect_array(arr, name)
     info.kind = "torch"
+    return info
+
+
+def _torch_uint16():
+    import torch
+    return torch.uint16
+
+
+def to_device(arg, cp):
+    """A device copy of host array ``arg`` (an ArrayArg) as a CuPy array; bfloat16, which
+    CuPy lacks, travels as its bits and keeps its dtype in the returned ArrayArg."""
+    host = np.ascontiguousarray(arg.obj)
+    info = inspect_array(cp.asarray(bits_view(host)), arg.name)
+    if dtypes.is_bfloat16(host.dtype):
+        info.dtype = host.dtype
     return info
 
 
@@ -171,18 +194,9 @@ def host_buffer(arg):
                                            writeable=arr.flags.writeable)
 
 
-class DeviceSpan:
-    """A 1-D ``__cuda_array_interface__`` view of a device array's memory."""
-
-    def __init__(self, ptr, n, dtype, owner, stream=None):
-        self.owner = owner
-        self.__cuda_array_interface__ = {
-            "shape": (n,), "typestr": np.dtype(dtype).str, "data": (ptr, False),
-            "version": 3, "strides": None, "stream": stream}
-
-
-def device_buffer(arg):
-    return DeviceSpan(arg.base_ptr, arg.span, arg.dtype, arg.obj)
+def bits_view(arr):
+    """bfloat16 arrays as their bits (uint16), the element type kernels take them as."""
+    return arr.view(np.uint16) if dtypes.is_bfloat16(arr.dtype) else arr
 
 
 def cupy_module():

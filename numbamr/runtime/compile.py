@@ -109,11 +109,18 @@ _stack_lock = threading.Lock()
 
 def pointer_signature(dtypes):
     """``void(T0*, T1*, ...)``: every kernel parameter is a raw pointer (bool as uint8,
-    since numba's boolean is a 1-bit value in registers but a byte in memory)."""
+    since numba's boolean is a 1-bit value in registers but a byte in memory; bfloat16 as
+    uint16, its bits)."""
     import numpy as np
     from numba import types, from_dtype
-    return types.void(*[types.CPointer(types.uint8 if np.dtype(dt).kind == "b" else
-                                       from_dtype(np.dtype(dt))) for dt in dtypes])
+    from ..dtypes import is_bfloat16
+
+    def element(dt):
+        dt = np.dtype(dt)
+        if dt.kind == "b":
+            return types.uint8
+        return types.uint16 if is_bfloat16(dt) else from_dtype(dt)
+    return types.void(*[types.CPointer(element(dt)) for dt in dtypes])
 
 
 def jit_kernel(source, name, simulator, block=1024, pointer_dtypes=None):

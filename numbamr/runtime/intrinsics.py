@@ -61,3 +61,40 @@ def vstore(typingctx, arr, idx, vals):
             vec = builder.insert_element(vec, v, ir.Constant(ir.IntType(32), i))
         builder.store(vec, vptr, align=nbytes)
     return sig, codegen
+
+
+# ---- bfloat16: stored as its 16 bits (uint16), computed in float32 ----------------------
+
+@intrinsic
+def bf16_to_f32(typingctx, bits):
+    """The float32 value of bfloat16 ``bits`` (exact: its 16 bits are float32's high half)."""
+    if bits != types.uint16:
+        return None
+    sig = types.float32(bits)
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        wide = builder.shl(builder.zext(args[0], i32), ir.Constant(i32, 16))
+        return builder.bitcast(wide, ir.FloatType())
+    return sig, codegen
+
+
+@intrinsic
+def f32_to_bf16(typingctx, value):
+    """The bits of float32 ``value`` rounded to the nearest bfloat16 (ties to even; NaN stays
+    a quiet NaN of the same sign; overflow rounds to inf), as ml_dtypes and torch do."""
+    if value != types.float32:
+        return None
+    sig = types.uint16(value)
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        bits = builder.bitcast(args[0], i32)
+        odd = builder.and_(builder.lshr(bits, ir.Constant(i32, 16)), ir.Constant(i32, 1))
+        rounded = builder.add(bits, builder.add(ir.Constant(i32, 0x7FFF), odd))
+        high = builder.lshr(rounded, ir.Constant(i32, 16))
+        quiet_nan = builder.or_(builder.lshr(bits, ir.Constant(i32, 16)), ir.Constant(i32, 0x40))
+        is_nan = builder.fcmp_unordered("uno", args[0], args[0])
+        out = builder.select(is_nan, quiet_nan, high)
+        return builder.trunc(out, ir.IntType(16))
+    return sig, codegen

@@ -10,8 +10,8 @@ import warnings
 
 import numpy as np
 
-from .. import settings
-from ..errors import ArgumentError
+from .. import dtypes, settings
+from ..errors import ArgumentError, DTypeError
 from . import arrays, binary, cudadriver
 from .compile import jit_kernel, source_path
 
@@ -186,19 +186,23 @@ def prepare_leaves(leaves, simulator, stream=None):
             if cp is None:
                 raise ArgumentError("running on a GPU needs CuPy for NumPy inputs: "
                                     "pip install cupy-cuda13x")
-            l.array = arrays.inspect_array(cp.asarray(np.ascontiguousarray(l.array.obj)),
-                                           l.name)
+            l.array = arrays.to_device(l.array, cp)
     s = stream_handle(stream)
     ctx = CallContext(False, result_kind, _current_stream(result_kind) if s is None else s)
     return leaves, ctx
 
 
-def _alloc(ctx, dtype, shape):
+def _alloc(ctx, dtype, shape, temp=False):
     if ctx.simulator:
         return np.empty(shape, dtype)
     if ctx.result_kind == "torch":
         import torch
         return torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device="cuda")
+    if dtypes.is_bfloat16(dtype):       # CuPy has no bfloat16: its bits (see _convert)
+        if ctx.result_kind == "cupy" and not temp:
+            raise DTypeError("this function returns a bfloat16 array, which CuPy cannot "
+                             "hold: pass torch tensors (torch out) or NumPy arrays")
+        dtype = np.uint16
     return arrays.cupy_module().empty(shape, dtype)
 
 
@@ -217,7 +221,8 @@ def run(compiled, leaves, ctx, given=None):
     if not any(0 in s for _, s in lowered.out_specs):
         _launch_all(compiled, leaves, ctx, [o.reshape(-1) for o in outs] if ctx.simulator
                     else [_device_ptr(o) for o in outs])
-    return _structure(lowered.structure, [_convert(ctx, o) for o in outs])
+    return _structure(lowered.structure, [_convert(ctx, o, dt)
+                                          for o, (dt, _) in zip(outs, lowered.out_specs)])
 
 
 def _run_into(compiled, leaves, ctx, given):
@@ -242,13 +247,13 @@ def _run_into(compiled, leaves, ctx, given):
 def _launch_all(compiled, leaves, ctx, outs):
     """Launch every kernel writing ``outs``: 1-D host arrays in the simulator, device
     pointers on a GPU. Temporaries between kernels are allocated here."""
-    temps = {t.name: _alloc(ctx, t.dtype, t.shape) for t in compiled.lowered.temps}
+    temps = {t.name: _alloc(ctx, t.dtype, t.shape, temp=True) for t in compiled.lowered.temps}
     for launcher in compiled.launchers:
         if launcher.grid == 0:
             continue
         if ctx.simulator:
-            args = [arrays.host_buffer(leaves[i].array) if src == "leaf" else
-                    outs[i] if src == "out" else temps[i].reshape(-1)
+            args = [arrays.bits_view(arrays.host_buffer(leaves[i].array) if src == "leaf" else
+                                     outs[i] if src == "out" else temps[i].reshape(-1))
                     for src, i in launcher.params]
             with _SIM_LOCK:          # numba's simulator runs one kernel at a time
                 launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
@@ -259,10 +264,12 @@ def _launch_all(compiled, leaves, ctx, outs):
             launcher.launch(ptrs, ctx.stream)
 
 
-def _convert(ctx, out):
+def _convert(ctx, out, dtype=None):
     if ctx.result_kind == "numpy":
         if not isinstance(out, np.ndarray):
             out = out.get()
+            if dtype is not None and dtypes.is_bfloat16(dtype):
+                out = out.view(dtype)
         return out[()] if out.ndim == 0 else out
     return out
 

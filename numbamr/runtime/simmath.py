@@ -27,3 +27,16 @@ def erf(x):
 def quiet():
     """Silence numpy's floating-point warnings in this simulated thread (GPUs raise none)."""
     np.seterr(all="ignore")
+
+
+def bf16_to_f32(bits):
+    """bfloat16 bits (a uint16) as float32, as the GPU intrinsic computes it."""
+    return np.array(int(bits) << 16, np.uint32).view(np.float32)[()]
+
+
+def f32_to_bf16(value):
+    """float32 rounded to bfloat16 (ties to even), its bits as uint16; NaN stays a quiet NaN."""
+    bits = int(np.array(value, np.float32).view(np.uint32))
+    if value != value:
+        return np.uint16((bits >> 16) | 0x40)
+    return np.uint16(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF)
