@@ -81,6 +81,14 @@ def main():
                                    compiled.launchers[0].block, compiled.launchers[0].shared)
         rows.append(("driver launch, module handle", lambda: dl2(ptrs, stream)))
         rows.append(("  its GPU time per kernel", ("gpu", lambda: dl2(ptrs, stream))))
+    # the smallest kernel there is: the launch cost alone, without the softmax's GPU time
+    tiny = nm.jit(lambda x: x + 1)
+    one = cupy.zeros(1, cupy.float32)
+    tiny(one)
+    tl = next(iter(tiny._cache.values())).launchers[0]
+    tiny_ptrs = [one.data.ptr, cupy.empty(1, cupy.float32).data.ptr]
+    rows.append(("driver launch, 1-element kernel", lambda: tl.launch(tiny_ptrs, stream)))
+    rows.append(("  its GPU time per kernel", ("gpu", lambda: tl.launch(tiny_ptrs, stream))))
     rows.append(("ctypes call (cuCtxGetCurrent)", lambda: cudadriver.current_context()))
     try:
         import torch

@@ -199,5 +199,6 @@ def test_streamed_dependent_reduces_read_memory_once(name, loops):
     p = BY_NAME[name]
     k = lower_for_gpu(nm.jit(upcast=0)(p.fn), p.make(np.random.default_rng(0), 64, 8192))
     prog = k.kernels[0].program
-    assert sum(ins.op == "LOOP" for ins in prog.instrs) == loops
+    passes = [ins for ins in prog.instrs if ins.op == "LOOP" and ins.arg[1] is not None]
+    assert len(passes) == loops           # (loops over shared-memory partials have no group)
     assert any(ins.op == "ONLINE" for ins in prog.instrs)

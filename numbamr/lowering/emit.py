@@ -58,7 +58,7 @@ def _alu(op, dt, a):
         Op.GT: lambda: f"{a[0]} > {a[1]}", Op.GE: lambda: f"{a[0]} >= {a[1]}",
         Op.EQ: lambda: f"{a[0]} == {a[1]}", Op.NE: lambda: f"{a[0]} != {a[1]}",
         Op.AND: lambda: f"{a[0]} & {a[1]}", Op.OR: lambda: f"{a[0]} | {a[1]}",
-        Op.XOR: lambda: f"{a[0]} ^ {a[1]}", Op.WHERE: lambda: f"{a[1]} if {a[0]} else {a[2]}",
+        Op.XOR: lambda: f"{a[0]} ^ {a[1]}", Op.WHERE: lambda: f"select({a[0]}, {a[1]}, {a[2]})",
         Op.NEG: lambda: f"-{x}", Op.ABS: lambda: f"abs({x})",
         Op.ISNAN: lambda: f"{x} != {x}",
     }
@@ -71,8 +71,8 @@ def _alu(op, dt, a):
     if op in (Op.MAX, Op.MIN):
         cmp = ">" if op is Op.MAX else "<"
         if f:          # numpy propagates NaN through maximum/minimum
-            return f"{a[0]} if ({a[0]} {cmp} {a[1]} or {a[0]} != {a[0]}) else {a[1]}"
-        return f"{a[0]} if {a[0]} {cmp} {a[1]} else {a[1]}"
+            return f"select(({a[0]} {cmp} {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})"
+        return f"select({a[0]} {cmp} {a[1]}, {a[0]}, {a[1]})"
     if op is Op.FLOORDIV:
         if f:
             return _cast_text(f"math.floor({a[0]} / {a[1]})", dt)
@@ -110,10 +110,10 @@ def _update(kind, dt, acc, v):
         return _wrap(f"{acc} * {v}", dt)
     cmp = ">" if kind is ReduceKind.MAX else "<"
     if np.dtype(dt).kind == "f":
-        return f"{v} if ({v} {cmp} {acc} or {v} != {v}) else {acc}"
+        return f"select(({v} {cmp} {acc}) | ({v} != {v}), {v}, {acc})"
     if np.dtype(dt).kind == "b":
-        return f"{acc} or {v}" if kind is ReduceKind.MAX else f"{acc} and {v}"
-    return f"{v} if {v} {cmp} {acc} else {acc}"
+        return f"{acc} | {v}" if kind is ReduceKind.MAX else f"{acc} & {v}"
+    return f"select({v} {cmp} {acc}, {v}, {acc})"
 
 
 def _arg_take(kind, av, ai, bv, bi, first):
@@ -121,10 +121,10 @@ def _arg_take(kind, av, ai, bv, bi, first):
     then the smaller index (numpy returns the first maximum)."""
     cmp = ">" if kind is ReduceKind.ARGMAX else "<"
     if first:       # in-thread: positions grow, so only a strictly better value moves
-        return (f"{bv} {cmp} {av} or ({bv} != {bv} and {av} == {av}) or "
-                f"{ai} == {1 << 62}")
-    return (f"({bv} != {bv} and ({av} == {av} or {bi} < {ai})) or "
-            f"({av} == {av} and ({bv} {cmp} {av} or ({bv} == {av} and {bi} < {ai})))")
+        return (f"({bv} {cmp} {av}) | (({bv} != {bv}) & ({av} == {av})) | "
+                f"({ai} == {1 << 62})")
+    return (f"(({bv} != {bv}) & (({av} == {av}) | ({bi} < {ai}))) | "
+            f"(({av} == {av}) & (({bv} {cmp} {av}) | (({bv} == {av}) & ({bi} < {ai}))))")
 
 
 class Emitter:
@@ -150,7 +150,9 @@ class Emitter:
                 "uint32, uint64,",
                 "                         float16, float32, float64)"]
         if self.target == "cuda":
-            head.append("from numbamr.runtime.intrinsics import vload, vstore")
+            head.append("from numbamr.runtime.intrinsics import select, vload, vstore")
+        else:
+            head.append("from numbamr.runtime.simmath import select")
         if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params):
             lib = "intrinsics" if self.target == "cuda" else "simmath"
             head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, f32_to_bf16")
@@ -161,10 +163,19 @@ class Emitter:
         if self.target == "sim":
             self.line("math.quiet()")
             self.declare_scratch()
-        for ins in p.instrs:
+        instrs, i = p.instrs, 0
+        while i < len(instrs):
+            masked = _masked_accs(instrs, i)
+            if masked:                  # IF mask: ACC ... ENDIF, as selects
+                for ins in masked:
+                    self.op_acc(ins, mask=instrs[i].arg)
+                i += len(masked) + 2
+                continue
+            ins = instrs[i]
             getattr(self, "op_" + ins.op.lower())(ins)
             for name in ins.out:
                 self.dtype_of[name] = ins.dtype
+            i += 1
         return "\n".join(head + self.lines) + "\n"
 
     # ---- simulator shuffles: one scratch array per reduce and dtype --------------------
@@ -255,15 +266,24 @@ class Emitter:
         src = ins.srcs[0]
         self.line(f"{ins.out[0]} = {_cast_text(src, ins.arg, self.dtype_of.get(src))}")
 
-    def op_acc(self, ins):
+    def op_acc(self, ins, mask=None):
+        """One update of an accumulator; under ``mask`` (a masked chunk) as a select, so that
+        a masked chunk adds no branch."""
         kind = ins.arg
         if kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN):
             av, ai, v, pos = ins.srcs
             cond = _arg_take(kind, av, ai, v, pos, first=True)
-            self.line(f"{av}, {ai} = ({v}, {pos}) if ({cond}) else ({av}, {ai})")
+            self.take_pair(av, ai, v, pos, cond if mask is None else f"{mask} & ({cond})")
         else:
             acc, v = ins.srcs
-            self.line(f"{acc} = {_update(kind, ins.dtype, acc, v)}")
+            update = _update(kind, ins.dtype, acc, v)
+            self.line(f"{acc} = {update if mask is None else f'select({mask}, {update}, {acc})'}")
+
+    def take_pair(self, av, ai, bv, bi, cond):
+        """(av, ai) = (bv, bi) where ``cond`` holds, as two selects on one condition."""
+        self.line(f"_take = {cond}")
+        self.line(f"{av} = select(_take, {bv}, {av})")
+        self.line(f"{ai} = select(_take, {bi}, {ai})")
 
     def op_combine(self, ins):
         (kind, off), n = ins.arg, len(ins.out)
@@ -274,8 +294,7 @@ class Emitter:
             self.lse_combine(mine, other, ins.dtype)
         elif kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN):
             (av, ai), (bv, bi) = mine, other
-            cond = _arg_take(kind, av, ai, bv, bi, first=False)
-            self.line(f"{av}, {ai} = ({bv}, {bi}) if ({cond}) else ({av}, {ai})")
+            self.take_pair(av, ai, bv, bi, _arg_take(kind, av, ai, bv, bi, first=False))
         else:
             self.line(f"{mine[0]} = {_update(kind, ins.dtype, mine[0], other[0])}")
 
@@ -397,6 +416,18 @@ class Emitter:
 
     def op_endpass(self, ins):
         self.line(f"# -- end of pass over loop group {ins.arg[0]}")
+
+
+def _masked_accs(instrs, i):
+    """The ACC instructions of an ``IF`` at ``i`` that holds nothing else, or None."""
+    if instrs[i].op != "IF":
+        return None
+    j = i + 1
+    while j < len(instrs) and instrs[j].op == "ACC":
+        j += 1
+    if j == i + 1 or j == len(instrs) or instrs[j].op != "ENDIF":
+        return None
+    return instrs[i + 1:j]
 
 
 def _lit(value, dt):

@@ -71,9 +71,13 @@ def format_program(p):
 
 
 _RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {
-    "math", "cuda", "inf", "nan", "vload", "vstore", "bf16_to_f32", "f32_to_bf16", "boolean", "int8", "int16", "int32",
+    "math", "cuda", "inf", "nan", "vload", "vstore", "select", "bf16_to_f32", "f32_to_bf16",
+    "boolean", "int8", "int16", "int32",
     "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
-    "_hi", "_nn", "_d", "_mn", "_cmu", "_cm2"}       # the emitter's scratch names
+    "_hi", "_nn", "_d", "_mn", "_cmu", "_cm2", "_take"}       # the emitter's scratch names
+
+
+UNROLLED_PARTIALS = 4      # shared-memory partials combined without a loop (see combine_partials)
 
 
 class _Names:
@@ -319,7 +323,7 @@ class Linearizer:
             return self.row_mask
         name = self.names.new(f"ok_{q}")
         if self.row_mask:
-            self.add("INDEX", (name,), (self.row_mask, q), arg=f"{self.row_mask} and {q} < {extent}")
+            self.add("INDEX", (name,), (self.row_mask, q), arg=f"{self.row_mask} & ({q} < {extent})")
         else:
             self.add("INDEX", (name,), (q,), arg=f"{q} < {extent}")
         return name
@@ -419,21 +423,7 @@ class Linearizer:
             if cond:
                 self.add("ENDIF", arg=cond)
             self.add("BARRIER", arg=r.id)
-            res = [self.names.new(f"{r.name}_{'v' if i == 0 else 'idx'}")
-                   for i in range(len(accs))]
-            for i in range(count):
-                read_idx = f"rib, {i}" if L.layout == "row" else f"{i}, rib"
-                dts = [self._acc_dtype(r, j) for j in range(len(accs))]
-                if i == 0:
-                    for n, s, dt in zip(res, smem, dts):
-                        self.add("SHARED_LOAD", (n,), (s,), arg=(read_idx, r.id), dtype=dt)
-                else:
-                    others = [self.names.new(f"{n}_{i}") for n in res]
-                    for n, s, dt in zip(others, smem, dts):
-                        self.add("SHARED_LOAD", (n,), (s,), arg=(read_idx, r.id), dtype=dt)
-                    self.add("COMBINE", tuple(res), tuple(res) + tuple(others),
-                             arg=(kind, None), dtype=dts[0])
-            accs = res
+            accs = self.combine_partials(r, kind, smem, count)
         if r.id in self.fused_first:
             self.fused_results(self.fused_first[r.id], accs)
             return
@@ -441,6 +431,39 @@ class Linearizer:
         src = accs[1] if is_arg(r) else accs[0]
         self.add("ALU", (name,), (src,), arg="copy", dtype=r.dtype)
         self.red[r.id] = name
+
+    def combine_partials(self, r, kind, smem, count):
+        """The ``count`` partials a row left in shared memory, combined in order. More than
+        a few go through a loop: unrolled, each NaN-aware step is several basic blocks, and
+        numba's compile time grows faster than linearly with blocks (same order, same bits)."""
+        row = self.L.layout == "row"
+        dts = [self._acc_dtype(r, j) for j in range(len(smem))]
+        res = [self.names.new(f"{r.name}_{'v' if i == 0 else 'idx'}") for i in range(len(smem))]
+
+        def load(names, i):
+            read_idx = f"rib, {i}" if row else f"{i}, rib"
+            for n, s, dt in zip(names, smem, dts):
+                self.add("SHARED_LOAD", (n,), (s,) + ((i,) if isinstance(i, str) else ()),
+                         arg=(read_idx, r.id), dtype=dt)
+
+        def step(i, tag):
+            others = [self.names.new(f"{n}_{tag}") for n in res]
+            load(others, i)
+            self.add("COMBINE", tuple(res), tuple(res) + tuple(others), arg=(kind, None),
+                     dtype=dts[0])
+
+        load(res, 0)
+        if count <= UNROLLED_PARTIALS:
+            for i in range(1, count):
+                step(i, i)
+            return res
+        it = self.names.new("part")
+        self.add("LOOP", (it,), arg=(count - 1, None))
+        index = self.names.new("p")
+        self.add("INDEX", (index,), (it,), arg=f"{it} + 1")
+        step(index, "p")
+        self.add("ENDLOOP", arg=None)
+        return res
 
     def fused_results(self, f, accs):
         """A's and B's results out of the fused accumulators."""

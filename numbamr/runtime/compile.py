@@ -1,7 +1,8 @@
 """Compiling emitted source: write it to the cache directory, import it, hand it to numba.
 
-Importing from a real file (rather than ``exec``) is what lets ``numba.cuda.jit(cache=True)``
-cache the compiled kernel on disk, and puts the generated line in every traceback.
+Importing from a real file (rather than ``exec``) puts the generated line in every traceback
+and in numba's error messages. Compiled kernels are cached on disk by numbamr itself (cubins,
+see ``runtime.binary``), so numba's own cache is not asked to write them again.
 """
 import hashlib
 import importlib.util
@@ -137,8 +138,7 @@ def jit_kernel(source, name, simulator, block=1024, pointer_dtypes=None):
         return cuda.jit(fn), mod.__numbamr_path__
     sig = pointer_signature(pointer_dtypes)
     try:
-        kernel = with_deep_stack(cuda.jit(sig, cache=settings.current().cache,
-                                          launch_bounds=(block,)), fn)
+        kernel = with_deep_stack(cuda.jit(sig, launch_bounds=(block,)), fn)
     except Exception as e:
         raise CompileError(f"numba failed to compile kernel {name} ({type(e).__name__}: {e}); "
                            f"its source is saved at {mod.__numbamr_path__}") from e

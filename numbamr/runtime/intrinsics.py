@@ -98,3 +98,23 @@ def f32_to_bf16(typingctx, value):
         out = builder.select(is_nan, quiet_nan, high)
         return builder.trunc(out, ir.IntType(16))
     return sig, codegen
+
+
+@intrinsic
+def select(typingctx, cond, a, b):
+    """``a if cond else b`` as one LLVM ``select``: both sides are plain values already, and
+    without the branch numba's front end sees fewer basic blocks (it compiles much faster on
+    kernels with many NaN-aware max/min steps)."""
+    if not isinstance(cond, types.Boolean):
+        return None
+    ty = typingctx.unify_types(a, b)
+    if ty is None:
+        return None
+    sig = ty(cond, a, b)
+
+    def codegen(context, builder, sig, args):
+        c, x, y = args
+        x = context.cast(builder, x, sig.args[1], sig.return_type)
+        y = context.cast(builder, y, sig.args[2], sig.return_type)
+        return builder.select(c, x, y)
+    return sig, codegen

@@ -40,3 +40,8 @@ def f32_to_bf16(value):
     if value != value:
         return np.uint16((bits >> 16) | 0x40)
     return np.uint16(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF)
+
+
+def select(cond, a, b):
+    """The simulator's ``select`` (see runtime.intrinsics.select)."""
+    return a if cond else b
