@@ -679,7 +679,7 @@ def _statements(source):
     return params, body
 
 
-def _perturbed_run(source, inputs, eps, rng):
+def _perturbed_run(source, inputs, eps, rng, mean_ulps=0.0):
     """The program on float64 copies of the inputs, every use of every value (input or
     intermediate) perturbed by an independent relative ``eps``: what rounding each value
     differently in each kernel that recomputes it can do to the outputs."""
@@ -687,14 +687,44 @@ def _perturbed_run(source, inputs, eps, rng):
     params, body = _statements(source)
     env = {p: np.asarray(a, dtype=np.float64) if np.asarray(a).dtype.kind == "f" else a
            for p, a in zip(params, inputs)}
+    numpy = _PerturbedNumpy(mean_ulps, rng)
     for name, expr in body:
         used = {n: v * (1 + eps * rng.uniform(-1, 1, v.shape)) if v.dtype.kind == "f" else v
                 for n, v in env.items() if re.search(rf"\b{n}\b", expr)}
-        value = eval(expr, {"np": np, **used})
+        expr = re.sub(r"\b(?!np\.)(\w+)\.(var|std)\(", r"np.\2(\1, ", expr)
+        value = eval(expr, {"np": numpy, **used})
         if name is None:
             return value
         env[name] = np.asarray(value)
     raise ValueError("program without return")
+
+
+class _PerturbedNumpy:
+    """NumPy for ``_perturbed_run``. With ``mean_ulps``, ``var`` and ``std`` centre their
+    values on a mean that is off, with a random sign, by ``mean_ulps * sqrt(n)`` float32 ulps
+    of the values' magnitude: how far a float32 mean of n values drifts as its running sum
+    rounds (the drift is on the sum, not on each value, so perturbing values alone misses it;
+    a variance moves with its square)."""
+
+    def __init__(self, mean_ulps, rng):
+        self.mean_ulps, self.rng = mean_ulps, rng
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def var(self, x, axis=None, keepdims=False, ddof=0):
+        x = np.asarray(x, dtype=np.float64)
+        mean = x.mean(axis=axis, keepdims=True)
+        count = x.size // max(mean.size, 1)
+        if self.mean_ulps:
+            drift = self.mean_ulps * np.sqrt(count) * float(np.finfo(np.float32).eps)
+            scale = np.abs(x).mean(axis=axis, keepdims=True)
+            mean = mean + drift * scale * self.rng.choice([-1.0, 1.0], mean.shape)
+        with np.errstate(all="ignore"):
+            return ((x - mean) ** 2).sum(axis=axis, keepdims=keepdims) / (count - ddof)
+
+    def std(self, x, axis=None, keepdims=False, ddof=0):
+        return np.sqrt(self.var(x, axis=axis, keepdims=keepdims, ddof=ddof))
 
 
 def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=30.0):
@@ -704,8 +734,9 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
 
     The scale is ``slack`` times how far float32 rounding is seen to move each output: NumPy's
     own float32 run, and the program run with every use of every value perturbed by a
-    relative ``perturb`` (scaled down to float32 rounding), and once by 64 float32 ulps for
-    outputs that depend on rounding more than linearly. It matters only for outputs that
+    relative ``perturb`` (scaled down to float32 rounding), once by 64 float32 ulps for
+    outputs that depend on rounding more than linearly, and once with the mean inside every
+    var/std drifted as a float32 running sum drifts (see _PerturbedNumpy). It matters only for outputs that
     cancel to about 0 or amplify rounding (a row minus its own minimum, a sum of centered
     values); a well-conditioned output keeps ``rtol * max|ref|``. ``source`` (default
     ``fn.source``) is the generated program's text; without it, only the inputs are perturbed.
@@ -729,17 +760,19 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
         eps32 = float(np.finfo(np.float32).eps)
         big = 64 * eps32
         moved_big, _ = _moved(fn, source, inputs, refs, big, rng)
+        # and once with only the means inside var/std drifted (2 sqrt(n) ulps)
+        moved_mean, _ = _moved(fn, source, inputs, refs, 0.0, rng, mean_ulps=2.0)
     scales = []
-    for r, t, s, d_big in zip(refs, typs, sens, moved_big):
+    for r, t, s, d_big, d_mean in zip(refs, typs, sens, moved_big, moved_mean):
         e32 = float(np.abs(t - r).max()) if r.size else 0.0
-        tol = max(slack * e32, slack * eps32 * s)
+        tol = max(slack * e32, slack * eps32 * s, slack * d_mean)
         if d_big > 4 * big * s:
             tol = max(tol, slack * d_big)
         scales.append(tol / rtol)
     return typed, ref, scales
 
 
-def _moved(fn, source, inputs, refs, eps, rng):
+def _moved(fn, source, inputs, refs, eps, rng, mean_ulps=0.0):
     """(per output, how far it moves when every use of every value is perturbed by a relative
     ``eps``; the source to use next time). A program not written one statement per line has
     only its inputs perturbed, and None comes back for its source, so it is not parsed again."""
@@ -747,7 +780,7 @@ def _moved(fn, source, inputs, refs, eps, rng):
     out = None
     if source is not None:
         try:
-            out = _perturbed_run(source, inputs, eps, rng)
+            out = _perturbed_run(source, inputs, eps, rng, mean_ulps)
         except Exception:
             source = None
     if out is None:

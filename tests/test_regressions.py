@@ -94,3 +94,18 @@ def variance_of_a_clamped_constant(x):
 def test_variance_of_a_value_constant_after_clamping():
     check(variance_of_a_clamped_constant, [(4097,)],
           options={"threads_per_row": 8, "rows_per_block": 3, "upcast": 0, "layout": "row"})
+
+
+# ---- GPU fuzz seed 664 (seen at 9816926): the variance of nearly constant values ----------
+# t8 = (t5 - t6) / t6 is about -1 everywhere (spread 2e-4); t8.var() with threads_per_row=1
+# sums 5120 values in one thread, and that float32 mean drifts by ~85 ulps, which the variance
+# sees squared (0.4% of a 1.7e-8 variance). numbamr was computing what float32 gives; the
+# fuzzer's tolerance model missed drift of a mean inside var and now models it
+# (fuzzgen._PerturbedNumpy). Checked here with the fuzzer's own inputs and options.
+
+def test_variance_of_nearly_constant_values_summed_by_one_thread():
+    from fuzzgen import GPU, make_case
+    source, fn, inputs, options = make_case(664, GPU)
+    assert options == {"threads_per_row": 1, "rows_per_block": 2}
+    got = nm.jit(**options)(fn)(*inputs)
+    check_result(source, fn, inputs, got)
