@@ -2,9 +2,12 @@
 over many back-to-back repetitions; the GPU time per kernel beside it, since a launch queue
 that fills up makes the host wait for the GPU).
 
-    python bench/call_parts.py    # on a GPU machine, with CuPy
+    python bench/call_parts.py              # on a GPU machine, with CuPy
+    python bench/call_parts.py --profile    # and cProfile of 20,000 whole calls
 """
+import cProfile
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -110,6 +113,13 @@ def main():
         else:
             t = per_call_us(fn)
         print(f"{name:40s} {t:8.2f} us")
+    if "--profile" in sys.argv[1:]:
+        prof = cProfile.Profile()
+        prof.enable()
+        for _ in range(20000):
+            softmax(x)
+        prof.disable()
+        pstats.Stats(prof).sort_stats("tottime").print_stats(25)
 
 
 if __name__ == "__main__":

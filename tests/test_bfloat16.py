@@ -9,26 +9,12 @@ import pytest
 import numbamr as nm
 from numbamr import dtypes
 from helpers import check_outputs
+from programs import layernorm, rmsnorm, softmax
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
 BF16 = np.dtype(ml_dtypes.bfloat16)
 # one bfloat16 rounding is 2**-9 relative; a few in a row, and the float64 reference has none
 RTOL = 2e-2
-
-
-def softmax(x):
-    e = np.exp(x - x.max(axis=-1, keepdims=True))
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def layernorm(x, w, b):
-    mu = x.mean(axis=-1, keepdims=True)
-    d = x - mu
-    return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5) * w + b
-
-
-def rmsnorm(x, w):
-    return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * w
 
 
 def stats(x):
@@ -46,7 +32,7 @@ def _inputs(rng, rows, cols):
                     rng.standard_normal(cols).astype(BF16),
                     rng.standard_normal(cols).astype(BF16)),
         rmsnorm: (rng.standard_normal((rows, cols)).astype(BF16),
-                  rng.standard_normal(cols).astype(BF16)),
+                  rng.standard_normal(cols).astype(BF16), rng.standard_normal(cols).astype(BF16)),
         stats: (rng.standard_normal((rows, cols)).astype(BF16),),
         mixed: (rng.standard_normal((rows, cols)).astype(BF16),
                 rng.standard_normal(cols).astype(np.float32)),
