@@ -42,6 +42,7 @@ SIM = dict(
     upcast=[0, 1, 2, 8],
     unroll=[1, 2, 3],
     rtol=1e-4,
+    half=0.1,                   # share of float32 inputs made float16 instead
     # now and then one long row or column (at least 2**14 elements: the scheduler splits such
     # reductions across blocks) and a short program
     long_rows=0.04,
@@ -63,7 +64,7 @@ GPU = dict(
 )
 
 # GPU sizes and options, shorter programs: what the PTX tier compiles (a few seconds a kernel)
-PTX = dict(GPU, steps=(1, 3), max_elems=1 << 20)
+PTX = dict(GPU, steps=(1, 3), max_elems=1 << 20, half=0.1)
 
 PROFILES = {"sim": SIM, "gpu": GPU, "ptx": PTX}
 
@@ -151,9 +152,13 @@ class _Builder:
                 s = tuple(1 if r.random() < 0.2 else d for d in shape[k:])
             specs.append((name, s))
         rng = np.random.default_rng(self.seed)
+        # float16 drawn apart, so that a profile without it keeps its programs seed for seed
+        halves = np.random.default_rng([self.seed, 16])
         self.inputs, self.input_names, self.input_views = [], [], []
         for name, s in specs:
             dt = np.float64 if r.random() < 0.08 else np.float32
+            if dt == np.float32 and halves.random() < self.p.get("half", 0.0):
+                dt = np.float16
             base_shape, view = self._strided(s)
             base = rng.standard_normal(base_shape).astype(dt)
             a = eval("base" + view, {"base": base}) if view else base
