@@ -94,6 +94,20 @@ def test_rounding_to_bfloat16_is_ml_dtypes_rounding():
     assert np.isnan(got.astype(np.float32)[~finite]).all()
 
 
+def test_float64_to_bfloat16_rounds_as_ml_dtypes_does():
+    """float64 goes to bfloat16 through float32, as ml_dtypes' cast does: the same bits,
+    also just above a bfloat16 midpoint, where float32 rounds onto the midpoint first."""
+    mid = 1 + 2.0**-8
+    x = np.concatenate([np.array([mid + 2.0**-40, mid - 2.0**-40, mid, -mid - 2.0**-40,
+                                  1e300, -1e-300, 0.0]),
+                        np.random.default_rng(1).standard_normal(61) * 10.0 ** np.arange(-30, 31)])
+    got = nm.jit(lambda x: x.astype(ml_dtypes.bfloat16))(x)
+    assert got.dtype == BF16
+    with np.errstate(over="ignore"):            # 1e300 is inf in bfloat16
+        want = x.astype(BF16)
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
 def test_bfloat16_kernels_compile_for_sm90_without_spills():
     from test_ptx import lower_for_gpu, compile_report
     rng = np.random.default_rng(0)
