@@ -94,6 +94,19 @@ def test_rounding_to_bfloat16_is_ml_dtypes_rounding():
     assert np.isnan(got.astype(np.float32)[~finite]).all()
 
 
+def test_out_arrays_of_bfloat16():
+    """out= takes bfloat16 arrays (written in place) and names a dtype that does not match."""
+    fn = nm.jit(lambda x: (x * 2, x.sum(axis=-1)))
+    x = np.random.default_rng(2).standard_normal((3, 40)).astype(BF16)
+    y, s = np.empty((3, 40), BF16), np.empty(3, BF16)
+    got = fn(x, out=(y, s))
+    assert got[0] is y and got[1] is s
+    check_outputs((y, s), (x * 2, x.astype(np.float32).sum(axis=-1).astype(BF16)),
+                  (x.astype(np.float64) * 2, x.astype(np.float64).sum(axis=-1)), RTOL)
+    with pytest.raises(nm.NumbamrError, match="out\\[0\\] has dtype float32.*bfloat16"):
+        fn(x, out=(np.empty((3, 40), np.float32), s))
+
+
 def test_float64_to_bfloat16_rounds_as_ml_dtypes_does():
     """float64 goes to bfloat16 through float32, as ml_dtypes' cast does: the same bits,
     also just above a bfloat16 midpoint, where float32 rounds onto the midpoint first."""
