@@ -911,13 +911,20 @@ def _count(x, axes):
     return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
 
 
+def _mean_dtype(x, dtype):
+    """numpy's result dtype of mean/var/std: the one asked for, else floats keep theirs and
+    integers and bools give float64."""
+    if dtype is not None:
+        return np.dtype(dtype)
+    return x.dtype if dtypes.is_float(x.dtype) else dtypes.FLOAT64
+
+
 def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     _no_out(out, "mean")
     _no_kw(kw, "mean")
     x = _prepare(x, "mean")
     axes = normalize_axes(axis, x.ndim)
-    res_dt = np.dtype(dtype) if dtype is not None else \
-        (x.dtype if dtypes.is_float(x.dtype) else dtypes.FLOAT64)
+    res_dt = _mean_dtype(x, dtype)
     acc_dt = dtypes.compute_dtype(res_dt)
     s = sum_(astype(x, acc_dt), axes, keepdims=True)
     m = true_divide(s, _count(x, axes))
@@ -929,8 +936,7 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     _no_kw(kw, "var")
     x = _prepare(x, "var")
     axes = normalize_axes(axis, x.ndim)
-    res_dt = np.dtype(dtype) if dtype is not None else \
-        (x.dtype if dtypes.is_float(x.dtype) else dtypes.FLOAT64)
+    res_dt = _mean_dtype(x, dtype)
     acc_dt = dtypes.compute_dtype(res_dt)
     xf = astype(x, acc_dt)
     d = subtract(xf, mean(xf, axes, keepdims=True))

@@ -90,12 +90,16 @@ def _pow2_ceil(n):
     return 1 << max(0, int(n - 1).bit_length())
 
 
+def _group_values(kernel, group):
+    """The values computed inside ``group``'s loops: reduce bodies and stored values."""
+    return [r.body for r in kernel.reduces if r.group is group] + \
+        [s.value for s in kernel.stores if s.group is group]
+
+
 def _accesses(kernel, group):
     """(dtype, address) of every load and store inside ``group``'s loops."""
     out = []
-    vals = [r.body for r in kernel.reduces if r.group is group]
-    vals += [s.value for s in kernel.stores if s.group is group]
-    for v in vals:
+    for v in _group_values(kernel, group):
         for w in walk(v):
             if w.op is Op.LOAD and group.var in w.arg[1].vars():
                 out.append((w.dtype, w.arg[1]))
@@ -203,9 +207,7 @@ STAGE_BUDGET = 160 * 1024      # bytes of shared memory a block may stage rows i
 def _group_loads(kernel, group):
     """Distinct non-bool loads of ``group`` whose address moves along the group's axis."""
     seen, out = set(), []
-    vals = [r.body for r in kernel.reduces if r.group is group]
-    vals += [s.value for s in kernel.stores if s.group is group]
-    for v in vals:
+    for v in _group_values(kernel, group):
         for w in walk(v):
             if w.op is Op.LOAD and w.id not in seen and group.var in w.arg[1].vars() \
                     and w.dtype.kind != "b":

@@ -82,7 +82,7 @@ def bf16_to_f32(typingctx, bits):
 @intrinsic
 def f32_to_bf16(typingctx, value):
     """The bits of float32 ``value`` rounded to the nearest bfloat16 (ties to even; NaN stays
-    a quiet NaN of the same sign; overflow rounds to inf), as ml_dtypes and torch do."""
+    a quiet NaN of the same sign; overflow rounds to inf), as ml_dtypes does."""
     if value != types.float32:
         return None
     sig = types.uint16(value)

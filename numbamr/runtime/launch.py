@@ -264,11 +264,13 @@ def _launch_all(compiled, leaves, ctx, outs):
             launcher.launch(ptrs, ctx.stream)
 
 
-def _convert(ctx, out, dtype=None):
+def _convert(ctx, out, dtype):
+    """An output as the call returns it; ``dtype`` is the output's (a bfloat16 output comes
+    back from CuPy as its bits)."""
     if ctx.result_kind == "numpy":
         if not isinstance(out, np.ndarray):
             out = out.get()
-            if dtype is not None and dtypes.is_bfloat16(dtype):
+            if dtypes.is_bfloat16(dtype):
                 out = out.view(dtype)
         return out[()] if out.ndim == 0 else out
     return out
