@@ -30,8 +30,8 @@ def _ptxas_log(ptx, cc):
 
 
 def inspect(entry, cc=(9, 0)):
-    """Compile one kernel: {'ok', 'error', 'vector_loads', 'vector_stores', 'registers',
-    'spill_bytes', 'stack_bytes'}."""
+    """Compile one kernel: {'ok', 'error', 'vector_loads', 'vector_stores', 'vector_bytes'
+    (the widths of its vector accesses), 'registers', 'spill_bytes', 'stack_bytes'}."""
     from numba import cuda
     from numbamr.runtime.compile import load_source, with_deep_stack
     try:
@@ -50,6 +50,8 @@ def inspect(entry, cc=(9, 0)):
         "vector_loads": len(re.findall(r"ld\.global(?:\.\w+)*\.v[248]\.", ptx)),
         "vector_stores": len(re.findall(r"st\.global(?:\.\w+)*\.v[248]\.", ptx)),
         "scalar_global_loads": len(re.findall(r"ld\.global(?:\.nc)?\.[fbsu]\d+", ptx)),
+        "vector_bytes": sorted({int(n) * int(bits) // 8 for n, bits in re.findall(
+            r"(?:ld|st)\.global(?:\.\w+)*?\.v([248])\.[fbsu](\d+)", ptx)}),
         "registers": max(regs, default=0),
         "spill_bytes": sum(spills),
         "stack_bytes": max(stack, default=0),

@@ -86,6 +86,28 @@ def test_row_kernels_read_with_16_byte_loads(report):
             assert "vload(" in k.source and r["vector_loads"] > 0, f"{prog} {rows}x{cols}"
 
 
+def test_half_rows_move_16_bytes_per_access():
+    """float16 rows, alone and beside float32 weights, load and store 16 bytes per access
+    (an <8 x half> vector would otherwise become two 8-byte accesses)."""
+    rng = np.random.default_rng(2)
+
+    def softmax(x):
+        e = np.exp(x - x.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+
+    def rmsnorm(x, w):
+        y = x.astype(np.float32)
+        return (y / np.sqrt((y * y).mean(axis=-1, keepdims=True) + 1e-5) * w).astype(x.dtype)
+
+    w = rng.standard_normal(8192).astype(np.float32)
+    kernels = [lower_for_gpu(softmax, (np.empty((64, 8192), np.float16),)).kernels[0],
+               lower_for_gpu(rmsnorm, (np.empty((64, 8192), np.float16), w)).kernels[0]]
+    for k, r in zip(kernels, compile_report(kernels)):
+        assert r["ok"], r["error"]
+        assert r["vector_loads"] > 0 and r["vector_stores"] > 0, k.name
+        assert r["vector_bytes"] == [16], (k.name, r["vector_bytes"])
+
+
 @pytest.mark.parametrize("options", [
     dict(threads_per_row=1024, rows_per_block=1),
     dict(threads_per_row=32, rows_per_block=8, upcast=0, unroll=8),

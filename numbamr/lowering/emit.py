@@ -142,7 +142,8 @@ class Emitter:
         p = self.p
         params = ", ".join(name for name, *_ in p.params)
         head = [f"# numbamr kernel {p.name} ({self.target} target)",
-                f"# grid={p.grid} block={p.block}",
+                f"# grid={p.grid} block={p.block}" +
+                (f" dynamic_shared={p.dynamic_shared}" if p.dynamic_shared else ""),
                 "import math" if self.target == "cuda" else
                 "from numbamr.runtime import simmath as math",
                 "from numba import cuda",

@@ -131,6 +131,7 @@ class Linearizer:
         self.staged_done = set()          # Val ids whose staged chunks are in shared memory
         self.staging = set()              # ... being stored by the pass now open
         self.stage_bytes = 0
+        self.streamed = {}                # group id -> streamed passes opened so far
         self.block_begin = None           # where the outermost open block starts (hoisting)
         self.depth = 0
         self.hoisting = False
@@ -197,9 +198,10 @@ class Linearizer:
             stores = [s for s in k.stores if s.group is g]
             if stores:
                 self.store_pass(g, stores)
+        from .options import occupancy_shared
         grid = -(-k.nrows // L.rows_per_block)
         return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared,
-                       self.stage_bytes)
+                       max(self.stage_bytes, occupancy_shared(L.blocks_per_sm)))
 
     def prologue(self):
         k, L = self.k, self.L
@@ -294,11 +296,15 @@ class Linearizer:
         n_iter = -(-extent // per_iter)
         it = self.names.new(f"it{g.id}")
         self.add("LOOP", (it,), arg=(n_iter, g.id))
+        self.streamed[g.id] = self.streamed.get(g.id, 0) + 1
+        backward = L.zigzag and self.streamed[g.id] % 2 == 0 and n_iter > 1
+        step = f"({n_iter - 1} - {it})" if backward else it
         for u in range(plan.chunks):
             q = self.names.new(f"{g.var.name}_{u}")
             lane_part = f"lane * {v}" if v > 1 else "lane"
-            self.add("INDEX", (q,), (it, "lane"), arg=f"{it} * {per_iter} + {lane_part} + "
-                                                      f"{u * span}")
+            offset = (plan.chunks - 1 - u if backward else u) * span
+            self.add("INDEX", (q,), (it, "lane"), arg=f"{step} * {per_iter} + {lane_part} + "
+                                                      f"{offset}")
             yield _Chunk(g, u, q, self.mask(q, extent, extent % per_iter != 0))
         self.add("ENDLOOP", arg=g.id)
         for key in [k for k in self.elem_memo if k[1] == g.id]:
@@ -651,7 +657,7 @@ class Linearizer:
             return False
         if self.aligned is not None and buf not in self.aligned:
             return False
-        if width * np.dtype(dtype).itemsize > 16 or np.dtype(dtype).kind == "b":
+        if width * np.dtype(dtype).itemsize > 32 or np.dtype(dtype).kind == "b":
             return False
         rest = addr.substitute({g.var: sym.lift(0)})
         return rest.const % width == 0 and all(c % width == 0 for _, c in rest.terms)

@@ -27,6 +27,10 @@ class KernelOptions:
     stage:           most bytes of shared memory per block that may hold the part of a
                      row that does not fit in registers (so the row is still read once);
                      0 never stages
+    zigzag:          1 walks every second streamed pass over a row backward, so that it
+                     starts on the data the pass before it read last (likely still in L2)
+    blocks_per_sm:   at most this many blocks on one multiprocessor (asks for enough
+                     shared memory that no more fit), to keep fewer rows in flight
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -35,6 +39,8 @@ class KernelOptions:
     unroll: int = None
     layout: str = None
     stage: int = None
+    zigzag: int = None
+    blocks_per_sm: int = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -64,6 +70,10 @@ class KernelOptions:
             raise ArgumentError(f"option unroll must be >= 1, got {self.unroll}")
         if self.stage is not None and not 0 <= self.stage <= 227 * 1024:
             raise ArgumentError(f"option stage must be 0..232448 bytes, got {self.stage}")
+        if self.zigzag is not None and self.zigzag not in (0, 1):
+            raise ArgumentError(f"option zigzag must be 0 or 1, got {self.zigzag}")
+        if self.blocks_per_sm is not None and not 1 <= self.blocks_per_sm <= 32:
+            raise ArgumentError(f"option blocks_per_sm must be 1..32, got {self.blocks_per_sm}")
 
 
 @dataclass(frozen=True)
@@ -80,6 +90,8 @@ class Layout:
     rows_per_block: int
     layout: str
     groups: tuple      # GroupPlan per loop group id
+    zigzag: bool = False       # every second streamed pass over a group walks backward
+    blocks_per_sm: int = 0     # occupancy cap through shared memory (0: none)
 
     @property
     def block_threads(self):
@@ -119,7 +131,11 @@ def _vector_width(kernel, group, forced):
     vec = [dt for dt, a in acc if contiguous_in(a, group.var)]
     if not vec:
         return 1
-    width = 16 // max(np.dtype(dt).itemsize for dt, _ in acc)
+    # 16 bytes of the narrowest contiguous data per access, and at most two 16-byte
+    # accesses of the widest (float16 rows beside float32 weights still load 16 bytes)
+    narrow = min((np.dtype(dt).itemsize for dt in vec if np.dtype(dt).kind != "b"), default=16)
+    wide = max(np.dtype(dt).itemsize for dt, _ in acc)
+    width = max(1, min(16 // narrow, 2 * (16 // wide)))
     if forced is not None:
         width = min(width, forced)
     while width > 1 and group.extent % width:
@@ -150,6 +166,20 @@ def _prefers_col(kernel):
     return False
 
 
+COL_BLOCKS = 256     # blocks a column layout keeps (about two per multiprocessor)
+
+
+def _col_rows_per_block(nrows):
+    """Columns per block of a column layout: the widest of 128, 64, 32 that still leaves
+    COL_BLOCKS blocks (measured on the H200, bench/RESULTS.md: 128 columns of 4 bytes per
+    block beat 32 by 12-19% on 65536-wide and split column reductions, but at 8192 columns
+    the 64 blocks they leave are too few)."""
+    for rb in (128, 64):
+        if -(-nrows // rb) >= COL_BLOCKS:
+            return rb
+    return 32
+
+
 def _narrowest_load(kernel):
     sizes = [np.dtype(dt).itemsize for g in kernel.groups for dt, _ in _accesses(kernel, g)]
     return min(sizes, default=4)
@@ -158,6 +188,11 @@ def _narrowest_load(kernel):
 def choose(kernel, forced=None, simulator=False):
     """Resolve every option for ``kernel``: forced values win, heuristics fill the rest."""
     forced = forced or KernelOptions()
+    layout = _choose_layout(kernel, forced, simulator)
+    return replace(layout, zigzag=bool(forced.zigzag), blocks_per_sm=forced.blocks_per_sm or 0)
+
+
+def _choose_layout(kernel, forced, simulator):
     layout = forced.layout or ("col" if _prefers_col(kernel) else "row")
     extent = max((g.extent for g in kernel.groups), default=1)
     nrows = kernel.nrows
@@ -168,6 +203,8 @@ def choose(kernel, forced=None, simulator=False):
         t = forced.threads_per_row
     elif layout == "col":       # enough warps in flight: up to 32 threads down each column
         t = 1 if extent <= 1 else min(4 if simulator else 32, _pow2_ceil(-(-extent // 64)))
+        if not simulator and forced.rows_per_block is None:
+            t = min(t, 1024 // _col_rows_per_block(nrows))
     else:       # about 64 bytes of each input per thread: 16 float32, 32 float16
         per_thread = 2 if simulator else max(8, 64 // _narrowest_load(kernel))
         t = min(cap, _pow2_ceil(max(1, -(-extent // per_thread))))
@@ -175,7 +212,8 @@ def choose(kernel, forced=None, simulator=False):
         rb = forced.rows_per_block
     else:
         target = 64 if simulator else (1024 if layout == "col" else 256)
-        rb = max(1, min(target // t, _pow2_ceil(nrows), 32 if layout == "col" else 1024))
+        widest = 32 if layout == "row" or simulator else _col_rows_per_block(nrows)
+        rb = max(1, min(target // t, _pow2_ceil(nrows), widest if layout == "col" else 1024))
         if simulator:
             rb = min(rb, 2)
     if t * rb > 1024:
@@ -269,6 +307,19 @@ def _streamed_passes(kernel, layout):
         depths = {r.depth for r in kernel.reduces if r.group is g and r.id not in fused}
         out[g.id] = len(depths) + any(s.group is g for s in kernel.stores)
     return out
+
+
+SHARED_PER_SM = 228 * 1024     # H100 / H200: shared memory of one multiprocessor
+SHARED_RESERVED = 1024          # ... of which each resident block takes this much
+
+
+def occupancy_shared(blocks_per_sm):
+    """Dynamic shared memory per block that leaves room for ``blocks_per_sm`` blocks on
+    one multiprocessor and not one more (0 for no cap)."""
+    if not blocks_per_sm:
+        return 0
+    need = SHARED_PER_SM // (blocks_per_sm + 1) - SHARED_RESERVED + 16
+    return -(-need // 16) * 16
 
 
 def _stage_bytes(staged, t, v, dtype):

@@ -1,9 +1,9 @@
 """16-byte vector loads and stores for emitted kernels (numba.cuda targets only).
 
 ``a[4*i+k]`` stays four scalar loads in numba's output; these intrinsics load or store
-``n`` consecutive elements as one ``<n x T>`` access with the alignment of the whole vector.
-The emitter only uses them where the address is a multiple of ``n`` elements and the buffer's
-base is 16-byte aligned.
+``n`` consecutive elements as one ``<n x T>`` access, aligned to the whole vector up to 16
+bytes (a 32-byte vector becomes two 16-byte accesses). The emitter only uses them where the
+address is a multiple of ``n`` elements and the buffer's base is 16-byte aligned.
 """
 from llvmlite import ir
 from numba import types
@@ -19,10 +19,18 @@ def _element_pointer(context, builder, arrty, arr, idx):
 
 
 def _vector_pointer(context, builder, arrty, arr, idx, n):
+    """(pointer, memory vector type, alignment) of ``n`` elements from ``idx``. Elements
+    narrower than 4 bytes are accessed as 32-bit words: LLVM splits an ``<8 x half>`` access
+    into two 8-byte ones, but keeps ``<4 x i32>`` one 16-byte access."""
     elem = context.get_value_type(arrty.dtype)
-    vty = ir.VectorType(elem, n)
+    nbytes = elem.get_abi_size(context.target_data) * n
+    if nbytes < 4 * n and nbytes % 4 == 0:
+        vty = ir.VectorType(ir.IntType(32), nbytes // 4)
+    else:
+        vty = ir.VectorType(elem, n)
     ptr = _element_pointer(context, builder, arrty, arr, idx)
-    return builder.bitcast(ptr, vty.as_pointer()), elem.get_abi_size(context.target_data) * n
+    # at most 16-byte alignment is promised: wider vectors (32 bytes) become two accesses
+    return builder.bitcast(ptr, vty.as_pointer()), min(16, nbytes)
 
 
 @intrinsic
@@ -34,10 +42,23 @@ def vload(typingctx, arr, idx, n):
     sig = types.UniTuple(arr.dtype, count)(arr, idx, n)
 
     def codegen(context, builder, sig, args):
-        vptr, nbytes = _vector_pointer(context, builder, sig.args[0], args[0], args[1], count)
-        vec = builder.load(vptr, align=nbytes)
-        elems = [builder.extract_element(vec, ir.Constant(ir.IntType(32), i))
-                 for i in range(count)]
+        vptr, align = _vector_pointer(context, builder, sig.args[0], args[0], args[1], count)
+        elem = context.get_value_type(sig.args[0].dtype)
+        loaded = builder.load(vptr, align=align)
+        words = vptr.type.pointee.count
+        if words == count:
+            elems = [builder.extract_element(loaded, ir.Constant(ir.IntType(32), i))
+                     for i in range(count)]
+        else:   # narrow elements: split each 32-bit word
+            per, bits = count // words, 32 // (count // words)
+            ity = ir.IntType(bits)
+            elems = []
+            for w in range(words):
+                word = builder.extract_element(loaded, ir.Constant(ir.IntType(32), w))
+                for j in range(per):
+                    part = builder.trunc(builder.lshr(word, ir.Constant(ir.IntType(32), bits * j)),
+                                         ity)
+                    elems.append(builder.bitcast(part, elem) if elem != ity else part)
         return context.make_tuple(builder, sig.return_type, elems)
     return sig, codegen
 
@@ -51,15 +72,29 @@ def vstore(typingctx, arr, idx, vals):
     sig = types.void(arr, idx, vals)
 
     def codegen(context, builder, sig, args):
-        vptr, nbytes = _vector_pointer(context, builder, sig.args[0], args[0], args[1], count)
+        vptr, align = _vector_pointer(context, builder, sig.args[0], args[0], args[1], count)
         dtype = sig.args[0].dtype
         elem = context.get_value_type(dtype)
-        vec = ir.Constant(ir.VectorType(elem, count), ir.Undefined)
-        for i in range(count):
-            v = builder.extract_value(args[2], i)
-            v = context.cast(builder, v, sig.args[2][i], dtype)
+        vals = [context.cast(builder, builder.extract_value(args[2], i), sig.args[2][i], dtype)
+                for i in range(count)]
+        vty = vptr.type.pointee
+        if vty.count != count:      # narrow elements: pack them into 32-bit words
+            per, bits = count // vty.count, 32 // (count // vty.count)
+            i32, words = ir.IntType(32), []
+            for w in range(vty.count):
+                word = ir.Constant(i32, 0)
+                for j in range(per):
+                    v = vals[w * per + j]
+                    if elem != ir.IntType(bits):
+                        v = builder.bitcast(v, ir.IntType(bits))
+                    word = builder.or_(word, builder.shl(builder.zext(v, i32),
+                                                         ir.Constant(i32, bits * j)))
+                words.append(word)
+            vals = words
+        vec = ir.Constant(vty, ir.Undefined)
+        for i, v in enumerate(vals):
             vec = builder.insert_element(vec, v, ir.Constant(ir.IntType(32), i))
-        builder.store(vec, vptr, align=nbytes)
+        builder.store(vec, vptr, align=align)
     return sig, codegen
 
 
