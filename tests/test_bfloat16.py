@@ -95,16 +95,26 @@ def test_rounding_to_bfloat16_is_ml_dtypes_rounding():
 
 
 def test_out_arrays_of_bfloat16():
-    """out= takes bfloat16 arrays (written in place) and names a dtype that does not match."""
+    """out= takes bfloat16 arrays (written in place: NumPy's in the simulator, torch's on a
+    GPU) and names a dtype that does not match."""
+    from conftest import SIMULATOR
     fn = nm.jit(lambda x: (x * 2, x.sum(axis=-1)))
     x = np.random.default_rng(2).standard_normal((3, 40)).astype(BF16)
-    y, s = np.empty((3, 40), BF16), np.empty(3, BF16)
-    got = fn(x, out=(y, s))
+    if SIMULATOR:
+        dev, empty, host = x, lambda shape, dt: np.empty(shape, dt), lambda a: a
+    else:
+        torch = pytest.importorskip("torch")
+        dev = torch.from_numpy(x.view(np.int16)).to("cuda").view(torch.bfloat16)
+        empty = lambda shape, dt: torch.empty(shape, device="cuda", dtype=(  # noqa: E731
+            torch.bfloat16 if dt == BF16 else torch.float32))
+        host = _torch_to_numpy
+    y, s = empty((3, 40), BF16), empty(3, BF16)
+    got = fn(dev, out=(y, s))
     assert got[0] is y and got[1] is s
-    check_outputs((y, s), (x * 2, x.astype(np.float32).sum(axis=-1).astype(BF16)),
+    check_outputs((host(y), host(s)), (x * 2, x.astype(np.float32).sum(axis=-1).astype(BF16)),
                   (x.astype(np.float64) * 2, x.astype(np.float64).sum(axis=-1)), RTOL)
     with pytest.raises(nm.NumbamrError, match="out\\[0\\] has dtype float32.*bfloat16"):
-        fn(x, out=(np.empty((3, 40), np.float32), s))
+        fn(dev, out=(empty((3, 40), np.float32), s))
 
 
 def test_float64_to_bfloat16_rounds_as_ml_dtypes_does():

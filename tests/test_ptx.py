@@ -125,8 +125,9 @@ def test_forced_layouts_compile(options):
 
 
 def test_long_rows_are_staged_on_chip_without_spills():
-    """1024 x 65536 float32: rows that need a second pass (softmax, z-score) are kept in
-    registers + shared memory (read once); one-pass reductions (sum+max, and variance and
+    """1024 x 65536 float32 in one block a row (split=1; by default such rows are split
+    across blocks, see test_split): rows that need a second pass (softmax, z-score) are kept
+    in registers + shared memory (read once); one-pass reductions (sum+max, and variance and
     logsumexp in their one-pass forms) and rows read beside weights (layernorm, rmsnorm:
     staging measured slower) stream. Forced staging of the weighted ones compiles too."""
     rng = np.random.default_rng(0)
@@ -135,7 +136,7 @@ def test_long_rows_are_staged_on_chip_without_spills():
         p = BY_NAME[name]
         x = np.empty((1024, 65536), np.float32)
         inputs = (x,) + tuple(a for a in p.make(rng, 1, 65536)[1:])
-        k = lower_for_gpu(p.fn, inputs).kernels[0]
+        k = lower_for_gpu(nm.jit(split=1)(p.fn), inputs).kernels[0]
         (staged if k.program.dynamic_shared else streamed).append((name, k))
     assert [n for n, _ in staged] == ["softmax", "zscore"]
     for name in ("layernorm", "rmsnorm"):

@@ -154,13 +154,17 @@ class Emitter:
             head.append("from numbamr.runtime.intrinsics import select, vload, vstore")
         else:
             head.append("from numbamr.runtime.simmath import select")
+        if any(kind == "scratch" for _, kind, _, _ in p.params):
+            lib = "intrinsics" if self.target == "cuda" else "simmath"
+            head.append(f"from numbamr.runtime.{lib} import arrive_and_wait, xload, xstore")
         if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params):
             lib = "intrinsics" if self.target == "cuda" else "simmath"
             head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, f32_to_bf16")
         head += ["inf = math.inf", "nan = math.nan", "", "",
                  f"def {p.name}({params}):"]
         for n, kind, dt, pos in p.params:
-            head.append(f"    # {n}: {'input' if kind == 'in' else 'output'} {pos}, {dt}")
+            what = {"in": "input", "out": "output"}.get(kind, "exchange between blocks,")
+            head.append(f"    # {n}: {what} {pos[0] if kind == 'scratch' else pos}, {dt}")
         if self.target == "sim":
             self.line("math.quiet()")
             self.declare_scratch()
@@ -383,6 +387,29 @@ class Emitter:
         got = f"{ins.srcs[0]}[{ins.arg[0]}]"
         dt = np.dtype(ins.dtype)
         self.line(f"{ins.out[0]} = {got if _xdt(dt) == dt else _cast_text(got, dt)}")
+
+    # ---- split rows: partials exchanged through memory between the blocks of a row ------
+    def op_xstore(self, ins):
+        buf, val = ins.srcs[0], ins.srcs[1]
+        self.line(f"xstore({buf}, {ins.arg}, {val})")
+
+    def op_xload(self, ins):
+        self.line(f"{ins.out[0]} = {_cast_text(f'xload({ins.srcs[0]}, {ins.arg})', ins.dtype)}")
+
+    def op_xsync(self, ins):
+        """Wait until every block of the row has published exchange ``j``. The simulator
+        runs blocks one after another, so there each exchange is a phase: the kernel is run
+        once per phase, and a run stops at the exchange its phase names (earlier exchanges
+        read what earlier runs published; the values are the same every run)."""
+        flags = ins.srcs[0]
+        j, split, nrows = ins.arg
+        if self.target == "cuda":
+            self.line("if tid == 0:")
+            self.line(f"    arrive_and_wait({flags}, row, {split * (j + 1)})")
+        else:
+            self.line(f"if {flags}[{nrows}] == {j}:")
+            self.line("    return")
+        self.line(f"cuda.syncthreads()  # exchange {j}: the row's partials are published")
 
     def op_barrier(self, ins):
         self.line(f"cuda.syncthreads()  # reduce #{ins.arg} partials written")

@@ -46,7 +46,8 @@ class Program:
     ops: SPECIAL (thread/block index), INDEX (integer expression), CONST, LOAD, VLOAD,
     ALU, CAST, DEFINE_ACC, ACC (accumulate), SHFL (warp exchange), SHARED (declare a
     shared array), SHARED_STORE, SHARED_LOAD, COMBINE, BARRIER, STORE, VSTORE, LOOP/ENDLOOP,
-    IF/ENDIF, PASS/ENDPASS (markers around the chunks of a resident pass), COMMENT.
+    IF/ENDIF, PASS/ENDPASS (markers around the chunks of a resident pass), COMMENT;
+    split rows only: XSTORE (publish a partial), XSYNC (wait for the row's blocks), XLOAD.
     """
     name: str
     instrs: list
@@ -199,7 +200,7 @@ class Linearizer:
             if stores:
                 self.store_pass(g, stores)
         from .options import occupancy_shared
-        grid = -(-k.nrows // L.rows_per_block)
+        grid = -(-k.nrows // L.rows_per_block) * L.split
         return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared,
                        max(self.stage_bytes, occupancy_shared(L.blocks_per_sm)))
 
@@ -222,7 +223,15 @@ class Linearizer:
         else:
             self.add("INDEX", ("lane",), ("tid",), arg=f"tid // {rb}")
             self.add("INDEX", ("rib",), ("tid",), arg=f"tid % {rb}")
-        self.add("INDEX", ("row",), ("bid", "rib"), arg=f"bid * {rb} + rib")
+        if L.split > 1:         # the blocks of a row are adjacent; each takes a segment
+            seg_len = L.segment(k.groups[0])
+            self.add("INDEX", ("row",), ("bid",), arg=f"bid // {L.split}")
+            self.add("INDEX", ("seg",), ("bid",), arg=f"bid % {L.split}")
+            self.add("INDEX", ("seg_base",), ("seg",), arg=f"seg * {seg_len}")
+            self.names.used |= {"seg", "seg_base"}
+            self.declare_exchange()
+        else:
+            self.add("INDEX", ("row",), ("bid", "rib"), arg=f"bid * {rb} + rib")
         self.names.used |= {"tid", "bid", "lane", "rib", "row"}
         self.row_mask = None
         if k.nrows % rb:
@@ -232,6 +241,20 @@ class Linearizer:
         for r in k.reduces:
             self.declare_shared(r)
         self.declare_stages()
+
+    def declare_exchange(self):
+        """Parameters of a split row's exchange: ``xpart`` holds each block's partial of
+        each reduce (as 64-bit patterns), ``xflag`` counts the arrivals at each row's
+        exchanges (zeroed before the launch; its last slot is the simulator's phase)."""
+        slots = sum(len(self.acc_spec(r)) for r in self.k.reduces
+                    if r.id not in self.fused_second)
+        n = self.k.nrows * self.L.split
+        self.xpart = self.names.new("xpart")
+        self.xflag = self.names.new("xflag")
+        self.params.append((self.xpart, "scratch", np.dtype(np.int64), ("part", slots * n)))
+        self.params.append((self.xflag, "scratch", np.dtype(np.int32), ("flag", self.k.nrows + 1)))
+        self.xslots = 0                   # exchange slots used so far
+        self.xsyncs = 0                   # exchanges so far
 
     def declare_stages(self):
         """Regions of dynamic shared memory for the staged chunks of each per-row load."""
@@ -276,20 +299,21 @@ class Linearizer:
         plan = L.groups[g.id]
         t, v = L.threads_per_row, plan.vector
         span = t * v
-        extent = g.extent
+        extent = L.segment(g)
+        at = "seg_base + " if L.split > 1 else ""     # a split row: this block's segment
         if plan.resident:
             first = plan.chunks - plan.staged
             self.add("PASS", arg=(g.id, "resident"))
             for u in range(first):
                 if (g.id, u) not in self.resident_q:     # positions stay valid across passes
                     q = self.names.new(f"{g.var.name}_{u}")
-                    self.add("INDEX", (q,), ("lane",), arg=f"lane * {v} + {u * span}" if v > 1
-                             else f"lane + {u * span}")
+                    self.add("INDEX", (q,), ("lane",), arg=f"{at}lane * {v} + {u * span}"
+                             if v > 1 else f"{at}lane + {u * span}")
                     self.resident_q[(g.id, u)] = (q, self.mask(q, extent, (u + 1) * span > extent))
                 q, mask = self.resident_q[(g.id, u)]
                 yield _Chunk(g, u, q, mask)
             if plan.staged:
-                yield from self.staged_chunks(g, first, plan.staged, span, v)
+                yield from self.staged_chunks(g, first, plan.staged, span, v, at)
             self.add("ENDPASS", arg=(g.id, "resident"))
             return
         per_iter = span * plan.chunks
@@ -303,22 +327,22 @@ class Linearizer:
             q = self.names.new(f"{g.var.name}_{u}")
             lane_part = f"lane * {v}" if v > 1 else "lane"
             offset = (plan.chunks - 1 - u if backward else u) * span
-            self.add("INDEX", (q,), (it, "lane"), arg=f"{step} * {per_iter} + {lane_part} + "
+            self.add("INDEX", (q,), (it, "lane"), arg=f"{at}{step} * {per_iter} + {lane_part} + "
                                                       f"{offset}")
             yield _Chunk(g, u, q, self.mask(q, extent, extent % per_iter != 0))
         self.add("ENDLOOP", arg=g.id)
         for key in [k for k in self.elem_memo if k[1] == g.id]:
             del self.elem_memo[key]
 
-    def staged_chunks(self, g, first, count, span, v):
+    def staged_chunks(self, g, first, count, span, v, at=""):
         """The chunks of a resident row kept in shared memory: a loop over them; the first
         pass loads them from memory and stores them, later passes read them back."""
         it = self.names.new(f"st{g.id}")
         self.add("LOOP", (it,), arg=(count, g.id))
         q = self.names.new(f"{g.var.name}_s")
         lane_part = f"lane * {v}" if v > 1 else "lane"
-        self.add("INDEX", (q,), (it, "lane"), arg=f"({it} + {first}) * {span} + {lane_part}")
-        need = (first + count) * span > g.extent
+        self.add("INDEX", (q,), (it, "lane"), arg=f"{at}({it} + {first}) * {span} + {lane_part}")
+        need = (first + count) * span > self.L.segment(g)
         yield _Chunk(g, "s", q, self.mask(q, g.extent, need), stage_it=it)
         self.add("ENDLOOP", arg=g.id)
         for key in [k for k in self.elem_memo if k[1] == g.id and k[2] == "s"]:
@@ -359,8 +383,8 @@ class Linearizer:
             return
         self.prerender([r.body for r in insts])
         # one-pass (fused) reduces take one update per loop iteration when no chunk is masked
-        batched = not plan.resident and g.extent % (self.L.threads_per_row * plan.vector *
-                                                     plan.chunks) == 0 and not self.row_mask
+        batched = (not plan.resident or self.L.split > 1) and self.L.segment(g) % (
+            self.L.threads_per_row * plan.vector * plan.chunks) == 0 and not self.row_mask
         pending = {r.id: [] for r in insts}
         for ch in self.chunks(g):
             updates = []
@@ -432,6 +456,8 @@ class Linearizer:
                 self.add("ENDIF", arg=cond)
             self.add("BARRIER", arg=r.id)
             accs = self.combine_partials(r, kind, smem, count)
+        if L.split > 1:
+            accs = self.exchange(r, kind, accs)
         if r.id in self.fused_first:
             self.fused_results(self.fused_first[r.id], accs)
             return
@@ -440,6 +466,30 @@ class Linearizer:
         self.add("ALU", (name,), (src,), arg="copy", dtype=r.dtype)
         self.red[r.id] = name
 
+    def exchange(self, r, kind, accs):
+        """A split row: each block publishes its partial, waits for the row's other blocks,
+        then combines all the row's partials in segment order (every block the same bits)."""
+        n = self.k.nrows * self.L.split
+        slots = list(range(self.xslots, self.xslots + len(accs)))
+        self.xslots += len(accs)
+        self.add("COMMENT", arg=f"exchange #{r.id} across the {self.L.split} blocks of the row")
+        self.add("IF", srcs=("tid",), arg="tid == 0")
+        for j, (a, slot) in enumerate(zip(accs, slots)):
+            self.add("XSTORE", (), (self.xpart, a, "row", "seg"),
+                     arg=f"{slot * n} + row * {self.L.split} + seg",
+                     dtype=self._acc_dtype(r, j))
+        self.add("ENDIF", arg="tid == 0")
+        self.add("XSYNC", (), (self.xflag, "row", "tid"),
+                 arg=(self.xsyncs, self.L.split, self.k.nrows))
+        self.xsyncs += 1
+        dts = [self._acc_dtype(r, j) for j in range(len(accs))]
+
+        def load(names, i):
+            for nm, slot, dt in zip(names, slots, dts):
+                self.add("XLOAD", (nm,), (self.xpart, "row"),
+                         arg=f"{slot * n} + row * {self.L.split} + {i}", dtype=dt)
+        return self.combine_in_order(r, kind, load, self.L.split, dts, "x")
+
     def combine_partials(self, r, kind, smem, count):
         """The ``count`` partials a row left in shared memory, combined in order. Past
         UNROLLED_PARTIALS (a forced column layout with more than 32 threads a row) they go
@@ -447,13 +497,18 @@ class Linearizer:
         faster than linearly with the number of basic blocks."""
         row = self.L.layout == "row"
         dts = [self._acc_dtype(r, j) for j in range(len(smem))]
-        res = [self.names.new(f"{r.name}_{'v' if i == 0 else 'idx'}") for i in range(len(smem))]
 
         def load(names, i):
             read_idx = f"rib, {i}" if row else f"{i}, rib"
             for n, s, dt in zip(names, smem, dts):
                 self.add("SHARED_LOAD", (n,), (s,) + ((i,) if isinstance(i, str) else ()),
                          arg=(read_idx, r.id), dtype=dt)
+        return self.combine_in_order(r, kind, load, count, dts, "")
+
+    def combine_in_order(self, r, kind, load, count, dts, tag0):
+        """Partials 0..count-1, read by ``load(names, i)``, combined left to right."""
+        res = [self.names.new(f"{r.name}{tag0}_{'v' if i == 0 else 'idx'}")
+               for i in range(len(dts))]
 
         def step(i, tag):
             others = [self.names.new(f"{n}_{tag}") for n in res]
@@ -505,8 +560,10 @@ class Linearizer:
         for s in stores:
             self.prerender([s.value])
             vals.append(self.cast(self.row_value(s.value), s.value.dtype, s.dtype))
-        cond = "lane == 0" + (f" and {self.row_mask}" if self.row_mask else "")
-        self.add("IF", srcs=("lane",) + ((self.row_mask,) if self.row_mask else ()), arg=cond)
+        cond = "lane == 0" + (f" and {self.row_mask}" if self.row_mask else "") + \
+            (" and seg == 0" if self.L.split > 1 else "")
+        self.add("IF", srcs=("lane",) + ((self.row_mask,) if self.row_mask else ()) +
+                 (("seg",) if self.L.split > 1 else ()), arg=cond)
         for s, val in zip(stores, vals):
             text, names = self.address(s.addr, None, 0)
             self.add("STORE", (), (self.buf[("out", s.output)], val) + names, arg=text,

@@ -1,4 +1,5 @@
-"""One-pass forms of two dependent-reduce patterns, for rows that do not stay in registers.
+"""One-pass forms of two dependent-reduce patterns, for rows that do not stay in registers
+(and for rows split across blocks, whose blocks then exchange partials once, not twice).
 
 When a row is resident, a reduce that depends on another (the variance after the mean, the
 sum of exponentials after the max) is a second pass over registers: free and exact. When the
@@ -52,7 +53,8 @@ def _match_lse(a, b):
 
 
 def find_fusions(kernel, layout):
-    """Pairs (A, B) in streamed loop groups that one pass can compute together."""
+    """Pairs (A, B) in streamed loop groups (or split rows) that one pass can compute
+    together."""
     out, used = [], set()
     by_id = {r.id: r for r in kernel.reduces}
     for b in kernel.reduces:
@@ -60,7 +62,9 @@ def find_fusions(kernel, layout):
             a = by_id[b.deps[0]]
             if a.group is not b.group or a.id in used or b.id in used:
                 continue
-            if layout.groups[a.group.id].resident or a.body.dtype.kind != "f":
+            # a split row fuses even when resident: one exchange between blocks, not two
+            if (layout.groups[a.group.id].resident and layout.split == 1) or \
+                    a.body.dtype.kind != "f":
                 continue
             if a.kind is ReduceKind.SUM and _match_var(a, b, a.group.extent):
                 out.append(Fusion("welford", a, b))

@@ -7,9 +7,13 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from ..errors import ArgumentError
-from ..ops import Op
+from ..ops import Op, ReduceKind
 from .kernel import walk
 from . import symbolic as sym
+
+
+# the blocks of a split row wait for each other, so all of them must fit on the GPU at once
+MAX_SPLIT = 32
 
 
 @dataclass(frozen=True)
@@ -31,6 +35,9 @@ class KernelOptions:
                      starts on the data the pass before it read last (likely still in L2)
     blocks_per_sm:   at most this many blocks on one multiprocessor (asks for enough
                      shared memory that no more fit), to keep fewer rows in flight
+    split:           blocks that share one row (a power of two): each holds a segment of
+                     the row and the blocks of a row exchange their partial reductions
+                     through memory, so that rows too long for one block stay on chip
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -41,6 +48,7 @@ class KernelOptions:
     stage: int = None
     zigzag: int = None
     blocks_per_sm: int = None
+    split: int = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -74,6 +82,10 @@ class KernelOptions:
             raise ArgumentError(f"option zigzag must be 0 or 1, got {self.zigzag}")
         if self.blocks_per_sm is not None and not 1 <= self.blocks_per_sm <= 32:
             raise ArgumentError(f"option blocks_per_sm must be 1..32, got {self.blocks_per_sm}")
+        sp = self.split
+        if sp is not None and (sp < 1 or sp > MAX_SPLIT or sp & (sp - 1)):
+            raise ArgumentError(f"option split must be a power of two in 1..{MAX_SPLIT}, "
+                                f"got {sp}")
 
 
 @dataclass(frozen=True)
@@ -92,6 +104,11 @@ class Layout:
     groups: tuple      # GroupPlan per loop group id
     zigzag: bool = False       # every second streamed pass over a group walks backward
     blocks_per_sm: int = 0     # occupancy cap through shared memory (0: none)
+    split: int = 1             # blocks per row, each over one segment of it
+
+    def segment(self, group):
+        """The extent one block covers of ``group``."""
+        return group.extent // self.split
 
     @property
     def block_threads(self):
@@ -126,7 +143,7 @@ def contiguous_in(addr, var):
     return addr.coef(var) == 1
 
 
-def _vector_width(kernel, group, forced):
+def _vector_width(kernel, group, forced, split=1):
     acc = _accesses(kernel, group)
     vec = [dt for dt, a in acc if contiguous_in(a, group.var)]
     if not vec:
@@ -138,7 +155,7 @@ def _vector_width(kernel, group, forced):
     width = max(1, min(16 // narrow, 2 * (16 // wide)))
     if forced is not None:
         width = min(width, forced)
-    while width > 1 and group.extent % width:
+    while width > 1 and (group.extent // split) % width:
         width //= 2
     return max(1, width)
 
@@ -188,15 +205,92 @@ def _narrowest_load(kernel):
 def choose(kernel, forced=None, simulator=False):
     """Resolve every option for ``kernel``: forced values win, heuristics fill the rest."""
     forced = forced or KernelOptions()
-    layout = _choose_layout(kernel, forced, simulator)
-    return replace(layout, zigzag=bool(forced.zigzag), blocks_per_sm=forced.blocks_per_sm or 0)
+    split = forced.split or 1
+    if split > 1:
+        _check_splittable(kernel, forced, split)
+    layout = _choose_layout(kernel, forced, simulator, split)
+    if forced.split is None and not simulator:
+        split = _auto_split(kernel, forced, layout)
+        if split > 1:
+            layout = _choose_layout(kernel, _split_threads(forced), simulator, split)
+    if split > 1:
+        _check_segments(kernel, layout, split)
+    return replace(layout, zigzag=bool(forced.zigzag), blocks_per_sm=forced.blocks_per_sm or 0,
+                   split=split)
 
 
-def _choose_layout(kernel, forced, simulator):
+# a block of a split row: 8192 elements over 256 threads (measured on the H200 at 1024 x
+# 65536, bench/RESULTS.md: 512 or 1024 threads, or 4096 / 16384 elements, were slower)
+SPLIT_SEGMENT = 8192
+SPLIT_THREADS = 256
+STREAM_THREADS = 256    # threads on a streamed row (one pass), when there are rows enough
+
+
+def _split_threads(forced):
+    return forced if forced.threads_per_row is not None else \
+        replace(forced, threads_per_row=SPLIT_THREADS)
+
+
+def _splittable(kernel, forced):
+    """Why the rows of ``kernel`` cannot be split across blocks, or None if they can."""
+    if len(kernel.groups) != 1:
+        return "its rows have more than one loop"
+    if forced.layout == "col" or _prefers_col(kernel):
+        return "it has a column layout"
+    if (forced.rows_per_block or 1) != 1:
+        return "it has several rows per block"
+    for r in kernel.reduces:
+        if r.kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN):
+            return "an arg-reduction's partials are not exchanged between blocks"
+        if np.dtype(r.dtype).kind != "f" or np.dtype(r.body.dtype).kind != "f":
+            return "only floating-point partials are exchanged between blocks"
+    return None
+
+
+def _check_splittable(kernel, forced, split):
+    why = _splittable(kernel, forced)
+    if why:
+        raise ArgumentError(f"option split={split}: kernel {kernel.name} cannot split its rows "
+                            f"across blocks: {why}")
+
+
+def _check_segments(kernel, layout, split):
+    g = kernel.groups[0]
+    plan = layout.groups[0]
+    step = layout.threads_per_row * plan.vector * (1 if plan.resident else plan.chunks)
+    if g.extent % split or layout.segment(g) % step:
+        raise ArgumentError(f"option split={split}: rows of {g.extent} do not divide into "
+                            f"{split} segments of whole steps of {step} elements")
+
+
+def _auto_split(kernel, forced, layout):
+    """Blocks per row for rows too long for one block's registers that would otherwise be
+    read twice (streamed or staged, two passes): segments of SPLIT_SEGMENT held in
+    registers. 1 where that does not apply."""
+    if forced.threads_per_row is not None or forced.upcast is not None or \
+            forced.stage is not None or not kernel.groups or _splittable(kernel, forced):
+        return 1
+    g, plan = kernel.groups[0], layout.groups[0]
+    if plan.resident and not plan.staged:
+        return 1
+    if _streamed_passes(kernel, layout)[g.id] <= 1 and not plan.staged:
+        return 1
+    split = _pow2_ceil(-(-g.extent // SPLIT_SEGMENT))
+    if split < 2 or split > MAX_SPLIT or g.extent % split:
+        return 1
+    trial = _choose_layout(kernel, _split_threads(forced), False, split)
+    p = trial.groups[0]
+    seg = g.extent // split
+    if not p.resident or p.staged or seg % (trial.threads_per_row * p.vector):
+        return 1
+    return split
+
+
+def _choose_layout(kernel, forced, simulator, split=1):
     layout = forced.layout or ("col" if _prefers_col(kernel) else "row")
-    extent = max((g.extent for g in kernel.groups), default=1)
+    extent = max((g.extent // split for g in kernel.groups), default=1)
     nrows = kernel.nrows
-    vectors = {g.id: _vector_width(kernel, g, 1 if layout == "col" else forced.vector)
+    vectors = {g.id: _vector_width(kernel, g, 1 if layout == "col" else forced.vector, split)
                for g in kernel.groups}
     cap = 32 if simulator else 1024
     if forced.threads_per_row is not None:
@@ -216,12 +310,12 @@ def _choose_layout(kernel, forced, simulator):
         rb = max(1, min(target // t, _pow2_ceil(nrows), widest if layout == "col" else 1024))
         if simulator:
             rb = min(rb, 2)
-    if t * rb > 1024:
-        rb = max(1, 1024 // t)
+    if t * rb > 1024 or split > 1:
+        rb = 1 if split > 1 else max(1, 1024 // t)
     plans = []
     for g in kernel.groups:
         v = vectors[g.id]
-        need = -(-g.extent // (t * v))
+        need = -(-(g.extent // split) // (t * v))
         if forced.upcast is not None:
             resident = need <= forced.upcast
         else:       # keep at most 32 values per thread and array in registers
@@ -231,11 +325,20 @@ def _choose_layout(kernel, forced, simulator):
         else:
             unroll = forced.unroll if forced.unroll is not None else (2 if simulator else 4)
             plans.append(GroupPlan(v, max(1, min(unroll, need)), False))
-    result = Layout(t, rb, layout, tuple(plans))
+    result = Layout(t, rb, layout, tuple(plans), split=split)
     if layout == "row" and forced.upcast is None and any(not p.resident for p in plans):
         staged = _staged_layout(kernel, result, forced, simulator)
         if staged is not None:
             return staged
+    if layout == "row" and forced.threads_per_row is None and not simulator and split == 1 \
+            and t > STREAM_THREADS and nrows >= COL_BLOCKS and \
+            not any(p.resident for p in plans) and \
+            all(n <= 1 for n in _streamed_passes(kernel, result).values()):
+        # rows streamed in one pass, plenty of them: fewer threads a row, so that each
+        # block's combine is a smaller share of its time (measured 17-35% faster at
+        # 1024 x 65536, bench/RESULTS.md)
+        return _choose_layout(kernel, replace(forced, threads_per_row=STREAM_THREADS),
+                              simulator, split)
     return result
 
 
@@ -284,7 +387,7 @@ def _staged_layout(kernel, layout, forced, simulator):
         # beside a staged row (layernorm, rmsnorm) staging was 10% slower than streaming
         return None
     for g, p in zip(kernel.groups, layout.groups):
-        need = -(-g.extent // (t * p.vector))
+        need = -(-layout.segment(g) // (t * p.vector))
         if need * p.vector <= in_regs:
             plans.append(GroupPlan(p.vector, need, True))
             continue
@@ -295,7 +398,7 @@ def _staged_layout(kernel, layout, forced, simulator):
         plans.append(GroupPlan(p.vector, need, True, staged))
     if total > budget:
         return None
-    return Layout(t, 1, "row", tuple(plans))
+    return Layout(t, 1, "row", tuple(plans), split=layout.split)
 
 
 def _streamed_passes(kernel, layout):

@@ -27,7 +27,7 @@ def verify(program):
         for s in ins.srcs:
             if _IDENT.match(s) and s not in _LITERALS and not any(s in sc for sc in scopes):
                 raise VerifyError(f"{where} reads {s!r} outside the scope that defines it")
-        if ins.op in ("BARRIER", "SHFL") and "IF" in stack:
+        if ins.op in ("BARRIER", "SHFL", "XSYNC") and "IF" in stack:
             raise VerifyError(f"{where}: a {ins.op.lower()} inside an if block is not reached "
                               "by every thread")
         if ins.op == "SHARED":

@@ -17,6 +17,15 @@ def driver():
     return _libcuda
 
 
+def memset32(pointer, value, count, stream):
+    """cuMemsetD32Async: ``count`` 32-bit words at ``pointer`` set to ``value`` on
+    ``stream``."""
+    err = driver().cuMemsetD32Async(ctypes.c_uint64(pointer), ctypes.c_uint(value),
+                                    ctypes.c_size_t(count), ctypes.c_void_p(stream))
+    if err != 0:
+        raise RuntimeError(f"cuMemsetD32Async failed with CUDA error {err}")
+
+
 def current_context():
     """The calling thread's current context (a ctypes pointer; NULL when there is none)."""
     ctx = ctypes.c_void_p()

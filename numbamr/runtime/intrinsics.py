@@ -153,3 +153,64 @@ def select(typingctx, cond, a, b):
         y = context.cast(builder, y, sig.args[2], sig.return_type)
         return builder.select(c, x, y)
     return sig, codegen
+
+
+# ---- split rows: the blocks of a row exchange partials through global memory ------------
+# A block publishes a partial (xstore), then thread 0 announces it and waits until every
+# block of the row has (arrive_and_wait: fence, atomic add, spin on an atomic read, fence),
+# and a barrier releases the block's other threads to read the partials (xload): the
+# pattern of a cooperative grid sync, with a counter per row instead of one per grid. The
+# blocks of a row are adjacent in the grid: blocks start in order, so a waiting block's
+# partners have started or will start as soon as any block ends.
+
+def _fence(builder):
+    fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
+                                        "llvm.nvvm.membar.gl")
+    builder.call(fn, [])
+
+
+@intrinsic
+def xstore(typingctx, buf, idx, value):
+    """Store ``value`` as the bits of a float64 at ``buf[idx]`` (``buf``: int64 pointer)."""
+    if not isinstance(value, types.Float):
+        return None
+    sig = types.void(buf, idx, value)
+
+    def codegen(context, builder, sig, args):
+        v = context.cast(builder, args[2], sig.args[2], types.float64)
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
+        builder.store(builder.bitcast(v, ir.IntType(64)), ptr)
+    return sig, codegen
+
+
+@intrinsic
+def xload(typingctx, buf, idx):
+    """The float64 whose bits are at ``buf[idx]``."""
+    sig = types.float64(buf, idx)
+
+    def codegen(context, builder, sig, args):
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
+        return builder.bitcast(builder.load(ptr), ir.DoubleType())
+    return sig, codegen
+
+
+@intrinsic
+def arrive_and_wait(typingctx, flags, idx, target):
+    """Fence, add one to ``flags[idx]`` (int32), then spin until it reaches ``target``."""
+    sig = types.void(flags, idx, target)
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
+        goal = context.cast(builder, args[2], sig.args[2], types.int32)
+        _fence(builder)
+        builder.atomic_rmw("add", ptr, ir.Constant(i32, 1), "monotonic")
+        spin = builder.append_basic_block("spin")
+        done = builder.append_basic_block("arrived")
+        builder.branch(spin)
+        builder.position_at_end(spin)
+        now = builder.atomic_rmw("add", ptr, ir.Constant(i32, 0), "monotonic")
+        builder.cbranch(builder.icmp_signed("<", now, goal), spin, done)
+        builder.position_at_end(done)
+        _fence(builder)
+    return sig, codegen

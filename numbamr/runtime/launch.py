@@ -17,6 +17,7 @@ from .compile import jit_kernel, source_path
 
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
+CU_DEVICE_ATTRIBUTE_SM_COUNT = 16
 
 
 def allow_dynamic_shared(handle, nbytes):
@@ -91,15 +92,21 @@ class Launcher:
         lk = lowered_kernel
         self.grid, self.block = lk.grid, lk.block
         self.shared = lk.program.dynamic_shared
-        # where each parameter comes from: ('leaf', arg position), ('out', i), ('tmp', name)
+        # where each parameter comes from: ('leaf', arg position), ('out', i), ('tmp', name),
+        # ('scratch', (what, size)): a split row's exchange buffers, made for each launch
         self.params = [(("tmp", pos) if isinstance(pos, str) else ("leaf", pos))
-                       if kind == "in" else tuple(lk.targets[pos])
-                       for _, kind, _, pos in lk.program.params]
+                       if kind == "in" else ("scratch", pos) if kind == "scratch"
+                       else tuple(lk.targets[pos]) for _, kind, _, pos in lk.program.params]
+        # a split row's exchanges: the simulator runs the kernel once per exchange and once
+        # more (see Emitter.op_xsync)
+        self.phases = 1 + sum(ins.op == "XSYNC" for ins in lk.program.instrs)
         self.simulator = simulator
         if simulator:
             self.kernel, self.path = jit_kernel(lk.sim_source, lk.name, True)
             return
         handle = self._compile(lk, [dt for _, _, dt, _ in lk.program.params])
+        if lk.layout.split > 1:
+            _check_coresident(handle, lk)
         self.launch = _DriverLaunch(handle, len(self.params), self.grid, self.block,
                                     self.shared)
 
@@ -123,6 +130,26 @@ class Launcher:
                 warnings.warn(f"numbamr: kernel {lk.name} not written to the disk cache "
                               f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
         return int(handle)
+
+
+def _check_coresident(handle, lk):
+    """The blocks of a split row wait for each other: refuse a kernel whose row has more
+    blocks than the GPU holds at once (it would never finish)."""
+    lib = cudadriver.driver()
+    per_sm, dev, sms = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    err = lib.cuCtxGetDevice(ctypes.byref(dev)) or \
+        lib.cuDeviceGetAttribute(ctypes.byref(sms), CU_DEVICE_ATTRIBUTE_SM_COUNT, dev)
+    if err != 0:
+        raise RuntimeError(f"kernel {lk.name}: could not read the GPU's multiprocessor count "
+                           f"(CUDA error {err})")
+    if lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            ctypes.byref(per_sm), ctypes.c_void_p(handle), ctypes.c_int(lk.block),
+            ctypes.c_size_t(lk.program.dynamic_shared)) != 0:
+        per_sm.value = 1        # a handle the query does not take: one block each, surely
+    if per_sm.value * sms.value < lk.layout.split:
+        raise ArgumentError(f"kernel {lk.name}: its rows are split across {lk.layout.split} "
+                            f"blocks that must run at once, but this GPU holds only "
+                            f"{per_sm.value * sms.value} of them: use a smaller split=")
 
 
 def make_launchers(lowered, simulator):
@@ -251,17 +278,36 @@ def _launch_all(compiled, leaves, ctx, outs):
     for launcher in compiled.launchers:
         if launcher.grid == 0:
             continue
+        scratch = {i: _scratch(ctx, i) for src, i in launcher.params if src == "scratch"}
         if ctx.simulator:
             args = [arrays.bits_view(arrays.host_buffer(leaves[i].array) if src == "leaf" else
-                                     outs[i] if src == "out" else temps[i].reshape(-1))
+                                     outs[i] if src == "out" else scratch[i] if
+                                     src == "scratch" else temps[i].reshape(-1))
                     for src, i in launcher.params]
             with _SIM_LOCK:          # numba's simulator runs one kernel at a time
-                launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
+                for phase in range(launcher.phases):
+                    for (what, _), buf in scratch.items():
+                        if what == "flag":
+                            buf[-1] = phase
+                    launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
         else:
             ptrs = [leaves[i].array.base_ptr if src == "leaf" else
-                    outs[i] if src == "out" else _device_ptr(temps[i])
-                    for src, i in launcher.params]
+                    outs[i] if src == "out" else _device_ptr(scratch[i]) if src == "scratch"
+                    else _device_ptr(temps[i]) for src, i in launcher.params]
             launcher.launch(ptrs, ctx.stream)
+
+
+def _scratch(ctx, spec):
+    """A split row's exchange buffer for one launch: partials (int64 words, written before
+    they are read) or arrival counts (int32, zeroed on the launch's stream)."""
+    what, size = spec
+    dtype = np.int64 if what == "part" else np.int32
+    if ctx.simulator:
+        return np.zeros(size, dtype)
+    buf = _alloc(ctx, dtype, (size,), temp=True)
+    if what == "flag":
+        cudadriver.memset32(_device_ptr(buf), 0, size, ctx.stream)
+    return buf
 
 
 def _convert(ctx, out, dtype):
@@ -305,10 +351,19 @@ class FastPath:
             temp_index[t.name] = j
             lines.append(f"    t{j} = empty(TS{j}, TD{j})")
         lines.append("    s = stream().ptr")
+        env["MEMSET"] = cudadriver.memset32
         for k, l in enumerate(launcher for launcher in compiled.launchers if launcher.grid > 0):
+            for j, (src, spec) in enumerate(l.params):
+                if src == "scratch":
+                    what, size = spec
+                    env[f"XD{k}_{j}"] = np.int64 if what == "part" else np.int32
+                    lines.append(f"    x{k}_{j} = empty(({size},), XD{k}_{j})")
+                    if what == "flag":
+                        lines.append(f"    MEMSET(x{k}_{j}.data.ptr, 0, {size}, s)")
             ptrs = [f"args[{i}].data.ptr" if src == "leaf" else
-                    f"o{i}.data.ptr" if src == "out" else f"t{temp_index[i]}.data.ptr"
-                    for src, i in l.params]
+                    f"o{i}.data.ptr" if src == "out" else f"x{k}_{j}.data.ptr"
+                    if src == "scratch" else f"t{temp_index[i]}.data.ptr"
+                    for j, (src, i) in enumerate(l.params)]
             lines += _inline_launch(env, k, l.launch, ptrs)
         kind, meta = lowered.structure
         outs = [f"o{i}" for i in range(len(lowered.out_specs))]

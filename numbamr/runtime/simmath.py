@@ -45,3 +45,17 @@ def f32_to_bf16(value):
 def select(cond, a, b):
     """The simulator's ``select`` (see runtime.intrinsics.select)."""
     return a if cond else b
+
+
+# ---- split rows (see lowering.emit.Emitter.op_xsync): partials as 64-bit patterns --------
+
+def xstore(buf, idx, value):
+    buf[idx] = np.array(value, np.float64).view(np.int64)[()]
+
+
+def xload(buf, idx):
+    return np.array(buf[idx], np.int64).view(np.float64)[()]
+
+
+def arrive_and_wait(flags, row, target):
+    raise AssertionError("the simulator runs split rows in phases, without waiting")

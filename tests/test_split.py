@@ -1,0 +1,125 @@
+"""Rows split across blocks (``split=``): each block holds a segment of a row and the blocks
+of a row exchange their partial reductions through memory.
+
+In the simulator (CI) blocks run one after another, so a split kernel runs once per exchange
+(see Emitter.op_xsync): the segment indexing, the partials and their combination order are
+all checked there against float64 NumPy. The PTX tier compiles the GPU form (atomics, fences,
+no spills) and checks that long rows pick it; the gpu tests run it at real sizes.
+"""
+import numpy as np
+import pytest
+
+import numbamr as nm
+from helpers import run_and_check, to_host
+from programs import BY_NAME
+
+SPLIT_PROGRAMS = ["softmax", "log_softmax", "logsumexp", "layernorm", "layernorm_stats",
+                  "rmsnorm", "variance", "stddev", "zscore", "sum_and_max", "sum_max_min",
+                  "centered_sum", "chain3", "chain4", "dict_outputs", "geometric_mean"]
+
+
+def _lowered(fn, inputs):
+    return fn.lower(*inputs).kernels
+
+
+@pytest.mark.parametrize("name", SPLIT_PROGRAMS)
+@pytest.mark.parametrize("split,rows,cols,options", [
+    (2, 3, 256, {}),
+    (4, 2, 512, {}),
+    (2, 5, 192, dict(threads_per_row=8)),                 # three chunks a segment
+    (4, 3, 1024, dict(threads_per_row=16, upcast=0, unroll=2)),   # segments streamed
+], ids=["s2", "s4", "s2-t8", "s4-streamed"])
+def test_split_rows_match_numpy(name, split, rows, cols, options):
+    p = BY_NAME[name]
+    inputs = p.make(np.random.default_rng(split * 100 + cols), rows, cols)
+    fn = nm.jit(split=split, **options)(p.fn)
+    (k,) = _lowered(fn, inputs)
+    assert k.layout.split == split and k.grid == rows * split
+    assert ("xstore(" in k.source) == bool(k.kernel.reduces)
+    run_and_check(p, inputs, jitted=fn)
+
+
+def test_split_rows_give_the_same_bits_every_call():
+    p = BY_NAME["layernorm_stats"]
+    inputs = p.make(np.random.default_rng(3), 4, 512)
+    fn = nm.jit(split=4)(p.fn)
+    first = [to_host(a) for a in fn(*inputs)]
+    for _ in range(2):
+        again = [to_host(a) for a in fn(*inputs)]
+        assert all(np.array_equal(a, b) for a, b in zip(first, again))
+
+
+def test_split_rows_with_nan_and_inf_as_numpy():
+    x = np.random.default_rng(4).standard_normal((4, 256)).astype(np.float32)
+    x[0, 200] = np.nan          # in the second segment only
+    x[1, 10] = np.inf
+    x[2, :] = -np.inf
+    run_and_check(BY_NAME["softmax"], (x,), jitted=nm.jit(split=2)(BY_NAME["softmax"].fn))
+    run_and_check(BY_NAME["sum_max_min"], (x,),
+                  jitted=nm.jit(split=2)(BY_NAME["sum_max_min"].fn))
+
+
+@pytest.mark.parametrize("fn,shape,why", [
+    (lambda x: x.argmax(axis=-1), (4, 256), "arg-reduction"),
+    (lambda x: (x > 0).sum(axis=-1), (4, 256), "floating-point"),
+    (lambda x: x.var(axis=0), (256, 64), "column layout"),
+    (lambda x: x.sum(axis=-1), (4, 200), "do not divide"),
+])
+def test_split_refused_with_the_reason(fn, shape, why):
+    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+    with pytest.raises(nm.NumbamrError, match=f"split=4.*{why}"):
+        nm.jit(split=4)(fn).lower(x)
+
+
+@pytest.mark.parametrize("value", [0, 3, 64, 2.0])
+def test_split_option_is_checked(value):
+    with pytest.raises(nm.NumbamrError, match="split"):
+        nm.jit(split=value)(lambda x: x.sum(axis=-1))
+
+
+@pytest.mark.ptx
+def test_long_two_pass_rows_are_split_and_compile_without_spills():
+    """1024 x 65536 float32: rows that need two passes are split 8 ways (segments of 8192
+    in registers, one exchange); one-pass reductions stream with 256 threads a row."""
+    from test_ptx import lower_for_gpu, compile_report
+    rng = np.random.default_rng(0)
+    split, streamed = [], []
+    for name in ("softmax", "layernorm", "rmsnorm", "zscore", "sum_and_max", "variance"):
+        p = BY_NAME[name]
+        inputs = (np.empty((1024, 65536), np.float32),) + tuple(p.make(rng, 1, 65536)[1:])
+        (k,) = lower_for_gpu(p.fn, inputs).kernels
+        (split if k.layout.split > 1 else streamed).append((name, k))
+    assert [n for n, _ in split] == ["softmax", "layernorm", "rmsnorm", "zscore"]
+    for name, k in split:
+        assert k.layout.split == 8 and k.grid == 8192 and k.block == 256, name
+        assert k.source.count("arrive_and_wait(") == 1, f"{name}: one exchange"
+    for name, k in streamed:
+        assert k.block == 256 and not k.layout.groups[0].resident, name
+    report = compile_report([k for _, k in split])
+    for (name, k), r in zip(split, report):
+        assert r["ok"], r["error"]
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (name, r)
+        assert r["vector_bytes"] == [16], (name, r["vector_bytes"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["softmax", "layernorm_stats", "rmsnorm", "zscore",
+                                  "chain4", "log_softmax"])
+@pytest.mark.parametrize("rows,cols,split", [(264, 65536, None), (264, 131072, None),
+                                             (300, 4096, 4), (264, 32768, 32)])
+def test_split_rows_on_gpu(name, rows, cols, split):
+    """Heuristic splits of long rows (8 and 16 blocks a row) and forced ones (4, 32), against
+    float64 NumPy, and the same bits on a second call (CuPy arrays). At least 264 rows: fewer
+    long rows are split by the scheduler into several kernels instead."""
+    cp = pytest.importorskip("cupy")
+    p = BY_NAME[name]
+    inputs = p.make(np.random.default_rng(rows + cols), rows, cols)
+    fn = nm.jit(p.fn) if split is None else nm.jit(split=split)(p.fn)
+    (k,) = _lowered(fn, inputs)
+    assert k.layout.split == (split or cols // 8192)
+    run_and_check(p, inputs, jitted=fn)
+    dev = [cp.asarray(a) for a in inputs]
+    first, again = (fn(*dev), fn(*dev))
+    first = first if isinstance(first, tuple) else (first,)
+    again = again if isinstance(again, tuple) else (again,)
+    assert all(np.array_equal(to_host(a), to_host(b)) for a, b in zip(first, again))
