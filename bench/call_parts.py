@@ -1,6 +1,7 @@
 """Where the host time of one small numbamr call goes, part by part (each part timed alone
-over many back-to-back repetitions; the GPU time per kernel beside it, since a launch queue
-that fills up makes the host wait for the GPU).
+over many back-to-back repetitions; the GPU time per kernel beside it, timed for kernels
+queued behind a spin kernel, see launch_floor.py: a launch queue that fills up makes the
+host wait for the GPU).
 
     python bench/call_parts.py              # on a GPU machine, with CuPy
     python bench/call_parts.py --profile    # and cProfile of 20,000 whole calls
@@ -12,6 +13,7 @@ import statistics
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import cupy  # noqa: E402
@@ -19,6 +21,7 @@ import numpy as np  # noqa: E402
 
 import numbamr as nm  # noqa: E402
 from numbamr.runtime import binary, cudadriver, launch  # noqa: E402
+from launch_floor import gpu_us  # noqa: E402  (GPU time of kernels queued behind a spin)
 
 
 @nm.jit
@@ -41,18 +44,6 @@ def per_call_us(fn, n=2000, repeats=7, sync=True):
         if sync:
             cupy.cuda.runtime.deviceSynchronize()
     return statistics.median(samples) * 1e6
-
-
-def gpu_us_per_kernel(fn, n=2000):
-    """GPU microseconds per call, from events around ``n`` back-to-back calls."""
-    start, stop = cupy.cuda.Event(), cupy.cuda.Event()
-    fn()
-    start.record()
-    for _ in range(n):
-        fn()
-    stop.record()
-    stop.synchronize()
-    return cupy.cuda.get_elapsed_time(start, stop) * 1e3 / n
 
 
 def main():
@@ -109,7 +100,7 @@ def main():
         if fn is None:
             t = per_call_us(lambda: softmax(x), n=100, repeats=50)
         elif isinstance(fn, tuple):
-            t = gpu_us_per_kernel(fn[1])
+            t = gpu_us(fn[1])
         else:
             t = per_call_us(fn)
         print(f"{name:40s} {t:8.2f} us")

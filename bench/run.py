@@ -264,7 +264,8 @@ def plot(path, rows, impls, ceiling):
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    labels = [f"{r['op']}\n{r['shape'][0]}x{r['shape'][1]}{' f16' if r['dtype'] == 'float16' else ''}"
+    labels = [f"{r['op']}\n{r['shape'][0]}x{r['shape'][1]}"
+              f"{' f16' if r['dtype'] == 'float16' else ''}"
               for r in rows]
     names = [i.name for i in impls]
     width = 0.8 / len(names)

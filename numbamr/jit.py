@@ -9,8 +9,6 @@ import dataclasses
 import inspect
 import threading
 
-import numpy as np
-
 from . import dtypes, settings
 from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc
 from .graph import format_graph

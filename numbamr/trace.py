@@ -5,16 +5,14 @@ numpy ufuncs (``__array_ufunc__``) and numpy functions (``__array_function__``) 
 with numpy's broadcasting and dtype rules. Anything that would need a value at trace time
 (``if x.sum() > 0``) or would mutate an input raises a ``TraceError`` naming the user's line.
 """
-import builtins
 import numbers
-import operator
 
 import numpy as np
 
 from . import dtypes
 from .errors import TraceError, ShapeError, DTypeError, user_loc
 from .graph import Graph
-from .ops import Op, ReduceKind, FLOAT_ONLY, COMPARE, MOVEMENT
+from .ops import Op, ReduceKind
 
 
 class Tracer:
@@ -1102,4 +1100,6 @@ def _output_node(graph, value, what):
         return _const(graph, value, dtypes.check(dt, what), ())
     raise TraceError(f"{what} is a {type(value).__name__}; a numbamr function must return arrays "
                      "(or a tuple/list/dict of arrays)", None)
+
+
 abs_ = absolute

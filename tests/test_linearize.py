@@ -202,3 +202,43 @@ def test_streamed_dependent_reduces_read_memory_once(name, loops):
     passes = [ins for ins in prog.instrs if ins.op == "LOOP" and ins.arg[1] is not None]
     assert len(passes) == loops           # (loops over shared-memory partials have no group)
     assert any(ins.op == "ONLINE" for ins in prog.instrs)
+
+
+def test_zigzag_walks_every_second_streamed_pass_backward():
+    """zigzag=1: softmax streamed in two passes; the second walks the row from its end."""
+    p = BY_NAME["softmax"]
+    inputs = p.make(np.random.default_rng(0), 64, 8192)
+    plain = lower_for_gpu(nm.jit(upcast=0, threads_per_row=256)(p.fn), inputs).kernels[0]
+    zig = lower_for_gpu(nm.jit(upcast=0, threads_per_row=256, zigzag=1)(p.fn),
+                        inputs).kernels[0]
+    loops = [ins for ins in zig.program.instrs if ins.op == "LOOP" and ins.arg[1] is not None]
+    assert len(loops) == 2
+    n = loops[1].arg[0]
+    backward = [ins.arg for ins in zig.program.instrs
+                if ins.op == "INDEX" and f"({n - 1} - {loops[1].out[0]})" in ins.arg]
+    forward = [ins.arg for ins in zig.program.instrs
+               if ins.op == "INDEX" and ins.arg.startswith(f"{loops[0].out[0]} *")]
+    assert backward and forward
+    assert not any(f"({n - 1} -" in ins.arg for ins in plain.program.instrs
+                   if ins.op == "INDEX")
+
+
+def test_blocks_per_sm_asks_for_shared_memory_that_leaves_no_room_for_more():
+    from numbamr.lowering.options import SHARED_PER_SM, SHARED_RESERVED
+    p = BY_NAME["variance"]
+    inputs = p.make(np.random.default_rng(0), 64, 8192)
+    for n in (1, 2, 3):
+        (k,) = lower_for_gpu(nm.jit(blocks_per_sm=n)(p.fn), inputs).kernels
+        per_block = k.program.dynamic_shared + SHARED_RESERVED
+        assert n * per_block <= SHARED_PER_SM < (n + 1) * per_block, n
+        assert f"dynamic_shared={k.program.dynamic_shared}" in k.source
+
+
+@pytest.mark.parametrize("shape,columns,threads", [((8192, 8192), 32, 32),
+                                                   ((1024, 65536), 128, 8)])
+def test_column_layouts_take_wide_blocks_while_blocks_remain(shape, columns, threads):
+    """Column variance: 128 columns a block where 256 blocks remain, else 32."""
+    p = BY_NAME["column_var"]
+    (k,) = lower_for_gpu(p.fn, (np.empty(shape, np.float32),)).kernels
+    assert k.layout.layout == "col"
+    assert (k.layout.rows_per_block, k.layout.threads_per_row) == (columns, threads)

@@ -29,6 +29,8 @@ OPTION_SETS = [
     dict(threads_per_row=4, rows_per_block=8, layout="col"),
     dict(threads_per_row=2, rows_per_block=4, layout="col", upcast=0, unroll=2),
     dict(threads_per_row=8, stage=4096),          # rows in registers + shared memory
+    dict(threads_per_row=16, upcast=0, unroll=2, zigzag=1),   # second passes backward
+    dict(threads_per_row=8, blocks_per_sm=2),     # occupancy capped through shared memory
 ]
 
 SWEPT = ["softmax", "layernorm_stats", "chain4", "sum_max_min", "vector_matrix", "two_axes",

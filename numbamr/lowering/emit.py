@@ -343,7 +343,7 @@ class Emitter:
         if ins.arg == "welford":
             n, mu, m2 = accs
             self.line(f"_cmu = ({' + '.join(vals)}) / {k}")
-            self.line(f"_cm2 = " + " + ".join(f"({v} - _cmu) * ({v} - _cmu)" for v in vals))
+            self.line("_cm2 = " + " + ".join(f"({v} - _cmu) * ({v} - _cmu)" for v in vals))
             self.line(f"_nn = {n} + {k}")
             self.line(f"_d = _cmu - {mu}")
             self.line(f"{mu} = {mu} + _d * ({k} / _nn)")

@@ -355,7 +355,8 @@ class Linearizer:
             return self.row_mask
         name = self.names.new(f"ok_{q}")
         if self.row_mask:
-            self.add("INDEX", (name,), (self.row_mask, q), arg=f"{self.row_mask} & ({q} < {extent})")
+            self.add("INDEX", (name,), (self.row_mask, q),
+                     arg=f"{self.row_mask} & ({q} < {extent})")
         else:
             self.add("INDEX", (name,), (q,), arg=f"{q} < {extent}")
         return name

@@ -391,7 +391,7 @@ def _inline_launch(env, k, launch, ptrs):
     lines = [f"    with K{k}.lock:"]
     lines += [f"        V{k}[{j}] = p{k}_{j} = {p}" for j, p in enumerate(ptrs)]
     lines.append(f"        e = LAUNCH({', '.join(head)}, s, P{k}, None)")
-    lines.append(f"    if e:")
+    lines.append("    if e:")
     lines.append(f"        K{k}.retry(e, [{', '.join(f'p{k}_{j}' for j in range(len(ptrs)))}], s)")
     return lines
 
