@@ -109,3 +109,22 @@ def test_variance_of_nearly_constant_values_summed_by_one_thread():
     assert options == {"threads_per_row": 1, "rows_per_block": 2}
     got = nm.jit(**options)(fn)(*inputs)
     check_result(source, fn, inputs, got)
+
+
+# ---- ArgumentError "threads_per_row * rows_per_block = 8192 exceeds 1024" (GPU fuzz seed
+# 3133, seen at 0e9e8cc) ------------------------------------------------------------------------
+# With rows_per_block=32 forced, the GPU heuristic that gives rows streamed in one pass 256
+# threads a row forced threads_per_row=256 beside it: an invalid pair of options, raised on
+# a valid call. A forced rows_per_block now keeps the heuristic out. Lowered with the GPU
+# heuristics (where the failure was) and run here.
+
+def test_forced_rows_per_block_with_a_long_streamed_row():
+    from test_ptx import lower_for_gpu
+
+    def f(x):
+        return x.sum(axis=-1), x.max(axis=-1)
+
+    x = np.random.default_rng(0).standard_normal((300, 40000)).astype(np.float32)
+    lowered = lower_for_gpu(nm.jit(rows_per_block=32)(f), (x,))
+    assert lowered.kernels[0].layout.rows_per_block <= 32
+    check(f, [(40, 300)], options={"rows_per_block": 32})

@@ -330,8 +330,8 @@ def _choose_layout(kernel, forced, simulator, split=1):
         staged = _staged_layout(kernel, result, forced, simulator)
         if staged is not None:
             return staged
-    if layout == "row" and forced.threads_per_row is None and not simulator and split == 1 \
-            and t > STREAM_THREADS and nrows >= COL_BLOCKS and \
+    if layout == "row" and forced.threads_per_row is None and forced.rows_per_block is None \
+            and not simulator and split == 1 and t > STREAM_THREADS and nrows >= COL_BLOCKS and \
             not any(p.resident for p in plans) and \
             all(n <= 1 for n in _streamed_passes(kernel, result).values()):
         # rows streamed in one pass, plenty of them: fewer threads a row, so that each
