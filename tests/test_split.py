@@ -28,7 +28,8 @@ def _lowered(fn, inputs):
     (4, 2, 512, {}),
     (2, 5, 192, dict(threads_per_row=8)),                 # three chunks a segment
     (4, 3, 1024, dict(threads_per_row=16, upcast=0, unroll=2)),   # segments streamed
-], ids=["s2", "s4", "s2-t8", "s4-streamed"])
+    (2, 3, 512, dict(threads_per_row=8, stage=4096)),     # segments partly in shared memory
+], ids=["s2", "s4", "s2-t8", "s4-streamed", "s2-staged"])
 def test_split_rows_match_numpy(name, split, rows, cols, options):
     p = BY_NAME[name]
     inputs = p.make(np.random.default_rng(split * 100 + cols), rows, cols)

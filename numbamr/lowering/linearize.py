@@ -384,7 +384,9 @@ class Linearizer:
             return
         self.prerender([r.body for r in insts])
         # one-pass (fused) reduces take one update per loop iteration when no chunk is masked
-        batched = (not plan.resident or self.L.split > 1) and self.L.segment(g) % (
+        # (a split row's resident chunks too; not staged ones: they are walked by a loop)
+        batched = (not plan.resident or (self.L.split > 1 and not plan.staged)) and \
+            self.L.segment(g) % (
             self.L.threads_per_row * plan.vector * plan.chunks) == 0 and not self.row_mask
         pending = {r.id: [] for r in insts}
         for ch in self.chunks(g):
@@ -408,6 +410,7 @@ class Linearizer:
                          dtype=r.body.dtype)
             if ch.mask:
                 self.add("ENDIF", arg=ch.mask)
+        assert not any(pending.values()), "values left out of a one-pass update"
         self.accs.update(accs)
 
     def acc_spec(self, r):
