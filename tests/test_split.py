@@ -124,3 +124,19 @@ def test_split_rows_on_gpu(name, rows, cols, split):
     first = first if isinstance(first, tuple) else (first,)
     again = again if isinstance(again, tuple) else (again,)
     assert all(np.array_equal(to_host(a), to_host(b)) for a, b in zip(first, again))
+
+
+@pytest.mark.gpu
+def test_split_rows_with_torch_tensors_on_their_stream():
+    """Torch in, torch out; the exchange buffers are torch's and zeroed on torch's stream."""
+    torch = pytest.importorskip("torch")
+    p = BY_NAME["layernorm"]
+    inputs = p.make(np.random.default_rng(7), 264, 65536)
+    fn = nm.jit(p.fn)
+    assert _lowered(fn, inputs)[0].layout.split == 8
+    stream = torch.cuda.Stream()
+    with torch.cuda.stream(stream):
+        got = fn(*[torch.from_numpy(a).cuda() for a in inputs])
+    stream.synchronize()
+    assert isinstance(got, torch.Tensor) and got.is_cuda
+    run_and_check(p, inputs, jitted=lambda *a: got.cpu().numpy())
