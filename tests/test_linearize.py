@@ -242,3 +242,18 @@ def test_column_layouts_take_wide_blocks_while_blocks_remain(shape, columns, thr
     (k,) = lower_for_gpu(p.fn, (np.empty(shape, np.float32),)).kernels
     assert k.layout.layout == "col"
     assert (k.layout.rows_per_block, k.layout.threads_per_row) == (columns, threads)
+
+
+def test_half_outputs_are_rounded_once():
+    """A float16 result is stored as the float16 it was rounded to, not rounded, widened
+    and rounded again (two conversions per element saved; the same bits)."""
+    def softmax16(x):
+        y = x.astype(np.float32)
+        e = np.exp(y - y.max(axis=-1, keepdims=True))
+        return (e / e.sum(axis=-1, keepdims=True)).astype(np.float16)
+
+    (k,) = lower_for_gpu(softmax16, (np.empty((64, 8192), np.float16),)).kernels
+    (store,) = k.kernel.stores
+    assert store.value.dtype == np.float16
+    per_thread = 8192 // k.layout.threads_per_row
+    assert k.source.count("float16(") == per_thread

@@ -72,6 +72,16 @@ class Store:
     group: object              # LoopGroup, or None for one write per row
 
 
+def _stored_value(value, dtype):
+    """The value a store of ``dtype`` writes: a float16 result is held as float32 after its
+    rounding (``CAST f32 (CAST f16 x)``); storing the rounded float16 itself skips a
+    conversion back and forth per element (same bits)."""
+    if value.op is Op.CAST and value.srcs[0].op is Op.CAST and \
+            value.srcs[0].dtype == np.dtype(dtype):
+        return value.srcs[0]
+    return value
+
+
 @dataclass(eq=False)
 class Kernel:
     """What one fused kernel computes, before any choice of thread layout."""
@@ -330,7 +340,7 @@ def build_kernel(outputs, layouts, out_layouts, name="kernel", arg_names=None):
             ev.forbidden.add(group.var)
             for a, e in zip(loop_axes, group.index()):
                 idx[a] = e
-        value = ev.ev(inner, idx)
+        value = _stored_value(ev.ev(inner, idx), out.dtype)
         strides, offset = out_layouts[pos]
         addr = sym.lift(offset)
         for i, s in zip(outer_index(idx), strides):
