@@ -140,3 +140,39 @@ def test_split_rows_with_torch_tensors_on_their_stream():
     stream.synchronize()
     assert isinstance(got, torch.Tensor) and got.is_cuda
     run_and_check(p, inputs, jitted=lambda *a: got.cpu().numpy())
+
+
+class _FakeDriver:
+    """The four driver calls _check_coresident makes, answering ``per_sm`` blocks a
+    multiprocessor on ``sms`` multiprocessors."""
+
+    def __init__(self, per_sm, sms):
+        self.per_sm, self.sms = per_sm, sms
+
+    def cuCtxGetDevice(self, ref):
+        ref._obj.value = 0
+        return 0
+
+    def cuDeviceGetAttribute(self, ref, attr, dev):
+        ref._obj.value = self.sms
+        return 0
+
+    def cuOccupancyMaxActiveBlocksPerMultiprocessor(self, ref, handle, block, shared):
+        ref._obj.value = self.per_sm
+        return 0
+
+
+@pytest.mark.parametrize("per_sm,sms,ok", [(1, 16, True), (1, 7, False), (2, 4, True),
+                                           (0, 132, False)])
+def test_a_split_larger_than_the_gpu_holds_at_once_is_refused(monkeypatch, per_sm, sms, ok):
+    """The blocks of a split row wait for each other: a kernel whose row has more blocks
+    than the GPU can hold at once would never finish, so the launcher refuses it."""
+    from numbamr.runtime import cudadriver, launch
+    p = BY_NAME["softmax"]
+    (k,) = _lowered(nm.jit(split=8)(p.fn), p.make(np.random.default_rng(0), 2, 2048))
+    monkeypatch.setattr(cudadriver, "driver", lambda: _FakeDriver(per_sm, sms))
+    if ok:
+        launch._check_coresident(0, k)
+    else:
+        with pytest.raises(nm.NumbamrError, match="split across 8 blocks.*holds only"):
+            launch._check_coresident(0, k)
