@@ -150,15 +150,12 @@ class Emitter:
                 "from numba.types import (boolean, int8, int16, int32, int64, uint8, uint16, "
                 "uint32, uint64,",
                 "                         float16, float32, float64)"]
-        if self.target == "cuda":
-            head.append("from numbamr.runtime.intrinsics import select, vload, vstore")
-        else:
-            head.append("from numbamr.runtime.simmath import select")
+        lib = "intrinsics" if self.target == "cuda" else "simmath"
+        head.append(f"from numbamr.runtime.{lib} import select" +
+                    (", vload, vstore" if self.target == "cuda" else ""))
         if any(kind == "scratch" for _, kind, _, _ in p.params):
-            lib = "intrinsics" if self.target == "cuda" else "simmath"
             head.append(f"from numbamr.runtime.{lib} import arrive_and_wait, xload, xstore")
         if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params):
-            lib = "intrinsics" if self.target == "cuda" else "simmath"
             head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, f32_to_bf16")
         head += ["inf = math.inf", "nan = math.nan", "", "",
                  f"def {p.name}({params}):"]

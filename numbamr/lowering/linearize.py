@@ -342,8 +342,9 @@ class Linearizer:
         q = self.names.new(f"{g.var.name}_s")
         lane_part = f"lane * {v}" if v > 1 else "lane"
         self.add("INDEX", (q,), (it, "lane"), arg=f"{at}({it} + {first}) * {span} + {lane_part}")
-        need = (first + count) * span > self.L.segment(g)
-        yield _Chunk(g, "s", q, self.mask(q, g.extent, need), stage_it=it)
+        extent = self.L.segment(g)
+        yield _Chunk(g, "s", q, self.mask(q, extent, (first + count) * span > extent),
+                     stage_it=it)
         self.add("ENDLOOP", arg=g.id)
         for key in [k for k in self.elem_memo if k[1] == g.id and k[2] == "s"]:
             del self.elem_memo[key]
@@ -473,26 +474,26 @@ class Linearizer:
     def exchange(self, r, kind, accs):
         """A split row: each block publishes its partial, waits for the row's other blocks,
         then combines all the row's partials in segment order (every block the same bits)."""
-        n = self.k.nrows * self.L.split
+        split = self.L.split
         slots = list(range(self.xslots, self.xslots + len(accs)))
         self.xslots += len(accs)
-        self.add("COMMENT", arg=f"exchange #{r.id} across the {self.L.split} blocks of the row")
-        self.add("IF", srcs=("tid",), arg="tid == 0")
-        for j, (a, slot) in enumerate(zip(accs, slots)):
-            self.add("XSTORE", (), (self.xpart, a, "row", "seg"),
-                     arg=f"{slot * n} + row * {self.L.split} + seg",
-                     dtype=self._acc_dtype(r, j))
-        self.add("ENDIF", arg="tid == 0")
-        self.add("XSYNC", (), (self.xflag, "row", "tid"),
-                 arg=(self.xsyncs, self.L.split, self.k.nrows))
-        self.xsyncs += 1
         dts = [self._acc_dtype(r, j) for j in range(len(accs))]
+
+        def at(slot, block):        # xpart is [slot][row][block of the row]
+            return f"{slot * self.k.nrows * split} + row * {split} + {block}"
+
+        self.add("COMMENT", arg=f"exchange #{r.id} across the {split} blocks of the row")
+        self.add("IF", srcs=("tid",), arg="tid == 0")
+        for a, slot, dt in zip(accs, slots, dts):
+            self.add("XSTORE", (), (self.xpart, a, "row", "seg"), arg=at(slot, "seg"), dtype=dt)
+        self.add("ENDIF", arg="tid == 0")
+        self.add("XSYNC", (), (self.xflag, "row", "tid"), arg=(self.xsyncs, split, self.k.nrows))
+        self.xsyncs += 1
 
         def load(names, i):
             for nm, slot, dt in zip(names, slots, dts):
-                self.add("XLOAD", (nm,), (self.xpart, "row"),
-                         arg=f"{slot * n} + row * {self.L.split} + {i}", dtype=dt)
-        return self.combine_in_order(r, kind, load, self.L.split, dts, "x")
+                self.add("XLOAD", (nm,), (self.xpart, "row"), arg=at(slot, i), dtype=dt)
+        return self.combine_in_order(r, kind, load, split, dts, "x")
 
     def combine_partials(self, r, kind, smem, count):
         """The ``count`` partials a row left in shared memory, combined in order. Past

@@ -210,9 +210,9 @@ def choose(kernel, forced=None, simulator=False):
         _check_splittable(kernel, forced, split)
     layout = _choose_layout(kernel, forced, simulator, split)
     if forced.split is None and not simulator:
-        split = _auto_split(kernel, forced, layout)
-        if split > 1:
-            layout = _choose_layout(kernel, _split_threads(forced), simulator, split)
+        split_layout = _auto_split(kernel, forced, layout)
+        if split_layout is not None:
+            layout, split = split_layout, split_layout.split
     if split > 1:
         _check_segments(kernel, layout, split)
     return replace(layout, zigzag=bool(forced.zigzag), blocks_per_sm=forced.blocks_per_sm or 0,
@@ -264,26 +264,25 @@ def _check_segments(kernel, layout, split):
 
 
 def _auto_split(kernel, forced, layout):
-    """Blocks per row for rows too long for one block's registers that would otherwise be
-    read twice (streamed or staged, two passes): segments of SPLIT_SEGMENT held in
-    registers. 1 where that does not apply."""
+    """The layout of a split row, for rows too long for one block's registers that
+    ``layout`` would read twice (streamed or staged, two passes): segments of SPLIT_SEGMENT
+    held in registers. None where that does not apply."""
     if forced.threads_per_row is not None or forced.upcast is not None or \
             forced.stage is not None or not kernel.groups or _splittable(kernel, forced):
-        return 1
+        return None
     g, plan = kernel.groups[0], layout.groups[0]
     if plan.resident and not plan.staged:
-        return 1
+        return None
     if _streamed_passes(kernel, layout)[g.id] <= 1 and not plan.staged:
-        return 1
+        return None
     split = _pow2_ceil(-(-g.extent // SPLIT_SEGMENT))
     if split < 2 or split > MAX_SPLIT or g.extent % split:
-        return 1
+        return None
     trial = _choose_layout(kernel, _split_threads(forced), False, split)
     p = trial.groups[0]
-    seg = g.extent // split
-    if not p.resident or p.staged or seg % (trial.threads_per_row * p.vector):
-        return 1
-    return split
+    if not p.resident or p.staged or trial.segment(g) % (trial.threads_per_row * p.vector):
+        return None
+    return trial
 
 
 def _choose_layout(kernel, forced, simulator, split=1):

@@ -50,7 +50,8 @@ def vload(typingctx, arr, idx, n):
             elems = [builder.extract_element(loaded, ir.Constant(ir.IntType(32), i))
                      for i in range(count)]
         else:   # narrow elements: split each 32-bit word
-            per, bits = count // words, 32 // (count // words)
+            per = count // words
+            bits = 32 // per
             ity = ir.IntType(bits)
             elems = []
             for w in range(words):
@@ -79,7 +80,8 @@ def vstore(typingctx, arr, idx, vals):
                 for i in range(count)]
         vty = vptr.type.pointee
         if vty.count != count:      # narrow elements: pack them into 32-bit words
-            per, bits = count // vty.count, 32 // (count // vty.count)
+            per = count // vty.count
+            bits = 32 // per
             i32, words = ir.IntType(32), []
             for w in range(vty.count):
                 word = ir.Constant(i32, 0)

@@ -93,10 +93,10 @@ class Launcher:
         self.grid, self.block = lk.grid, lk.block
         self.shared = lk.program.dynamic_shared
         # where each parameter comes from: ('leaf', arg position), ('out', i), ('tmp', name),
-        # ('scratch', (what, size)): a split row's exchange buffers, made for each launch
+        # ('scratch', (what, size, dtype)): a split row's exchange buffers, made each launch
         self.params = [(("tmp", pos) if isinstance(pos, str) else ("leaf", pos))
-                       if kind == "in" else ("scratch", pos) if kind == "scratch"
-                       else tuple(lk.targets[pos]) for _, kind, _, pos in lk.program.params]
+                       if kind == "in" else ("scratch", pos + (dt,)) if kind == "scratch"
+                       else tuple(lk.targets[pos]) for _, kind, dt, pos in lk.program.params]
         # a split row's exchanges: the simulator runs the kernel once per exchange and once
         # more (see Emitter.op_xsync)
         self.phases = 1 + sum(ins.op == "XSYNC" for ins in lk.program.instrs)
@@ -286,7 +286,7 @@ def _launch_all(compiled, leaves, ctx, outs):
                     for src, i in launcher.params]
             with _SIM_LOCK:          # numba's simulator runs one kernel at a time
                 for phase in range(launcher.phases):
-                    for (what, _), buf in scratch.items():
+                    for (what, _, _), buf in scratch.items():
                         if what == "flag":
                             buf[-1] = phase
                     launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
@@ -300,8 +300,7 @@ def _launch_all(compiled, leaves, ctx, outs):
 def _scratch(ctx, spec):
     """A split row's exchange buffer for one launch: partials (int64 words, written before
     they are read) or arrival counts (int32, zeroed on the launch's stream)."""
-    what, size = spec
-    dtype = np.int64 if what == "part" else np.int32
+    what, size, dtype = spec
     if ctx.simulator:
         return np.zeros(size, dtype)
     buf = _alloc(ctx, dtype, (size,), temp=True)
@@ -355,8 +354,7 @@ class FastPath:
         for k, l in enumerate(launcher for launcher in compiled.launchers if launcher.grid > 0):
             for j, (src, spec) in enumerate(l.params):
                 if src == "scratch":
-                    what, size = spec
-                    env[f"XD{k}_{j}"] = np.int64 if what == "part" else np.int32
+                    what, size, env[f"XD{k}_{j}"] = spec
                     lines.append(f"    x{k}_{j} = empty(({size},), XD{k}_{j})")
                     if what == "flag":
                         lines.append(f"    MEMSET(x{k}_{j}.data.ptr, 0, {size}, s)")
