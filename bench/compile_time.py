@@ -32,7 +32,7 @@ def compile_seed(seed):
         kernel_fn = getattr(load_source(k.source, k.name), k.name)
         sig = pointer_signature([dt for _, _, dt, _ in k.program.params]).args
         with_deep_stack(lambda: cuda.compile_ptx(kernel_fn, sig, cc=(9, 0),
-                                                 launch_bounds=(k.block,)))
+                                                 launch_bounds=k.launch_bounds))
     t2 = time.perf_counter()
     return t1 - t0, t2 - t1, len(kernels), sum(k.source.count("\n") for k in kernels)
 

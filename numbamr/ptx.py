@@ -37,7 +37,7 @@ def inspect(entry, cc=(9, 0)):
     try:
         fn = getattr(load_source(entry["source"], entry["name"]), entry["name"])
         ptx, _ = with_deep_stack(lambda: cuda.compile_ptx(fn, _sig(entry["params"]), cc=cc,
-                                                          launch_bounds=(entry["block"],)))
+                                                          launch_bounds=tuple(entry["launch_bounds"])))
         log = _ptxas_log(ptx, cc)
     except Exception as e:          # reported, not raised: the test names the kernel
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}
@@ -52,6 +52,8 @@ def inspect(entry, cc=(9, 0)):
         "scalar_global_loads": len(re.findall(r"ld\.global(?:\.nc)?\.[fbsu]\d+", ptx)),
         "vector_bytes": sorted({int(n) * int(bits) // 8 for n, bits in re.findall(
             r"(?:ld|st)\.global(?:\.\w+)*?\.v([248])\.[fbsu](\d+)", ptx)}),
+        "cluster_barriers": len(re.findall(r"barrier\.cluster\.(?:arrive|wait)", ptx)),
+        "atomics": len(re.findall(r"\batom\.", ptx)),
         "registers": max(regs, default=0),
         "spill_bytes": sum(spills),
         "stack_bytes": max(stack, default=0),

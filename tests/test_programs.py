@@ -31,6 +31,7 @@ OPTION_SETS = [
     dict(threads_per_row=8, stage=4096),          # rows in registers + shared memory
     dict(threads_per_row=16, upcast=0, unroll=2, zigzag=1),   # second passes backward
     dict(threads_per_row=8, blocks_per_sm=2),     # occupancy capped through shared memory
+    dict(threads_per_row=32, upcast=0, unroll=2, online=0, reciprocal=0),  # two passes, divide
 ]
 
 SWEPT = ["softmax", "layernorm_stats", "chain4", "sum_max_min", "vector_matrix", "two_axes",

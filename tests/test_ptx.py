@@ -28,7 +28,7 @@ def lower_for_gpu(fn, inputs):
 
 
 def compile_report(kernels):
-    entries = [{"name": k.name, "source": k.source, "block": k.block,
+    entries = [{"name": k.name, "source": k.source, "launch_bounds": k.launch_bounds,
                 "params": [np.dtype(dt).name for _, _, dt, _ in k.program.params]}
                for k in kernels]
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
@@ -199,3 +199,27 @@ def test_cubin_cache_entries_round_trip(tmp_path, monkeypatch):
     path.write_bytes(whole[:-1] + bytes([whole[-1] ^ 1]))
     assert binary.read("k1") is None
     assert binary.read("missing") is None
+
+
+def test_min_blocks_per_sm_caps_the_registers():
+    """A launch bound of 4 blocks of 256 threads per multiprocessor leaves 64 registers a
+    thread: the compiler fits the split softmax (124 registers unbounded) into them."""
+    p = BY_NAME["softmax"]
+    x = np.empty((1024, 65536), np.float32)
+    base = dict(split=8, threads_per_row=256, cluster=0, online=1)
+    free, bounded = (lower_for_gpu(nm.jit(**base, **o)(p.fn), (x,)).kernels[0]
+                     for o in ({}, dict(min_blocks_per_sm=4)))
+    assert bounded.launch_bounds == (256, 4) and free.launch_bounds == (256,)
+    assert "min_blocks_per_sm=4" in bounded.source
+    r_free, r_bounded = compile_report([free, bounded])
+    assert r_free["ok"] and r_bounded["ok"], (r_free["error"], r_bounded["error"])
+    assert r_free["registers"] > 64 >= r_bounded["registers"], (r_free, r_bounded)
+    assert r_bounded["spill_bytes"] == 0
+
+
+@pytest.mark.parametrize("value,why", [(0, "must be 1..32"), (33, "must be 1..32"),
+                                       (5, "at most 2048 threads")])
+def test_min_blocks_per_sm_is_checked(value, why):
+    x = np.empty((4, 1024), np.float32)
+    with pytest.raises(nm.NumbamrError, match=why):
+        nm.jit(min_blocks_per_sm=value, threads_per_row=512)(BY_NAME["softmax"].fn).lower(x)

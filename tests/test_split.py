@@ -29,7 +29,11 @@ def _lowered(fn, inputs):
     (2, 5, 192, dict(threads_per_row=8)),                 # three chunks a segment
     (4, 3, 1024, dict(threads_per_row=16, upcast=0, unroll=2)),   # segments streamed
     (2, 3, 512, dict(threads_per_row=8, stage=4096)),     # segments partly in shared memory
-], ids=["s2", "s4", "s2-t8", "s4-streamed", "s2-staged"])
+    (4, 3, 512, dict(cluster=1)),                         # the row's blocks are a cluster
+    (2, 3, 1024, dict(threads_per_row=16, upcast=0, unroll=2, cluster=1)),
+    (4, 3, 512, dict(online=0, cluster=1)),               # two exchanges where they depend
+], ids=["s2", "s4", "s2-t8", "s4-streamed", "s2-staged", "s4-cluster", "s2-streamed-cluster",
+        "s4-two-exchanges"])
 def test_split_rows_match_numpy(name, split, rows, cols, options):
     p = BY_NAME[name]
     inputs = p.make(np.random.default_rng(split * 100 + cols), rows, cols)
@@ -37,6 +41,10 @@ def test_split_rows_match_numpy(name, split, rows, cols, options):
     (k,) = _lowered(fn, inputs)
     assert k.layout.split == split and k.grid == rows * split
     assert ("xstore(" in k.source) == bool(k.kernel.reduces)
+    cluster = options.get("cluster", 0) == 1
+    assert k.layout.cluster == cluster
+    assert ("cluster_sync()" in k.source) == (cluster and bool(k.kernel.reduces))
+    assert ("arrive_and_wait(" in k.source) == (not cluster and bool(k.kernel.reduces))
     run_and_check(p, inputs, jitted=fn)
 
 
@@ -78,6 +86,46 @@ def test_split_option_is_checked(value):
         nm.jit(split=value)(lambda x: x.sum(axis=-1))
 
 
+@pytest.mark.parametrize("options,why", [
+    (dict(cluster=1), "cluster=1 needs rows split across 2..16 blocks"),
+    (dict(cluster=1, split=32), "cluster=1 needs rows split across 2..16 blocks"),
+    (dict(cluster=2, split=4), "cluster must be 0 or 1"),
+])
+def test_cluster_option_is_checked(options, why):
+    x = np.ones((4, 4096), np.float32)
+    with pytest.raises(nm.NumbamrError, match=why):
+        nm.jit(**options)(BY_NAME["softmax"].fn).lower(x)
+
+
+def test_cluster_refused_before_compute_capability_9(monkeypatch):
+    from numbamr.runtime import cudadriver, launch
+    p = BY_NAME["softmax"]
+    (k,) = _lowered(nm.jit(split=4, cluster=1)(p.fn), p.make(np.random.default_rng(0), 2, 2048))
+    monkeypatch.setattr(cudadriver, "current_device", lambda: (0, (8, 0)))
+    with pytest.raises(nm.NumbamrError, match="cluster=1 needs a GPU of compute capability 9.0"):
+        launch._make_cluster(0, k)
+
+
+@pytest.mark.ptx
+def test_cluster_rows_compile_to_cluster_barriers_without_atomics():
+    """A split row whose blocks are a cluster waits at the cluster's barrier (no arrival
+    counts, no atomics), one barrier per exchange, without spills."""
+    from test_ptx import lower_for_gpu, compile_report
+    rng = np.random.default_rng(0)
+    kernels = []
+    for name in ("softmax", "layernorm", "chain4"):
+        p = BY_NAME[name]
+        inputs = (np.empty((1024, 65536), np.float32),) + p.make(rng, 1, 65536)[1:]
+        kernels.append(lower_for_gpu(nm.jit(cluster=1)(p.fn), inputs).kernels[0])
+    for k, r in zip(kernels, compile_report(kernels)):
+        assert r["ok"], r["error"]
+        assert k.layout.split == 8 and k.layout.cluster
+        exchanges = k.source.count("cluster_sync()")
+        assert exchanges >= 1 and r["cluster_barriers"] == 2 * exchanges, (k.name, r)
+        assert r["atomics"] == 0, (k.name, r)
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
+
+
 @pytest.mark.ptx
 def test_long_two_pass_rows_are_split_and_compile_without_spills():
     """1024 x 65536 float32: rows that need two passes are split 8 ways (segments of 8192
@@ -106,18 +154,24 @@ def test_long_two_pass_rows_are_split_and_compile_without_spills():
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["softmax", "layernorm_stats", "rmsnorm", "zscore",
                                   "chain4", "log_softmax"])
-@pytest.mark.parametrize("rows,cols,split", [(264, 65536, None), (264, 131072, None),
-                                             (300, 4096, 4), (264, 32768, 32)])
-def test_split_rows_on_gpu(name, rows, cols, split):
-    """Heuristic splits of long rows (8 and 16 blocks a row) and forced ones (4, 32), against
-    float64 NumPy, and the same bits on a second call (CuPy arrays). At least 264 rows: fewer
-    long rows are split by the scheduler into several kernels instead."""
+@pytest.mark.parametrize("rows,cols,split,cluster", [
+    (264, 65536, None, None), (264, 131072, None, None), (300, 4096, 4, None),
+    (264, 32768, 32, None), (264, 65536, None, 1), (264, 65536, None, 0),
+    (264, 131072, None, 1), (300, 4096, 2, 1)])
+def test_split_rows_on_gpu(name, rows, cols, split, cluster):
+    """Heuristic splits of long rows (8 and 16 blocks a row) and forced ones (2, 4, 32), the
+    row's blocks a cluster or not, against float64 NumPy, and the same bits on a second call
+    (CuPy arrays). At least 264 rows: fewer long rows are split by the scheduler into
+    several kernels instead."""
     cp = pytest.importorskip("cupy")
     p = BY_NAME[name]
     inputs = p.make(np.random.default_rng(rows + cols), rows, cols)
-    fn = nm.jit(p.fn) if split is None else nm.jit(split=split)(p.fn)
+    options = {k: v for k, v in dict(split=split, cluster=cluster).items() if v is not None}
+    fn = nm.jit(**options)(p.fn) if options else nm.jit(p.fn)
     (k,) = _lowered(fn, inputs)
     assert k.layout.split == (split or cols // 8192)
+    if cluster is not None:
+        assert k.layout.cluster == bool(cluster)
     run_and_check(p, inputs, jitted=fn)
     dev = [cp.asarray(a) for a in inputs]
     first, again = (fn(*dev), fn(*dev))
@@ -176,3 +230,19 @@ def test_a_split_larger_than_the_gpu_holds_at_once_is_refused(monkeypatch, per_s
     else:
         with pytest.raises(nm.NumbamrError, match="split across 8 blocks.*holds only"):
             launch._check_coresident(0, k)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("cluster", [0, 1])
+def test_split_rows_read_this_calls_partials(cluster):
+    """Two calls on different data back to back: each row combines the partials its own
+    blocks published in this call (a block that read too early would see the last call's)."""
+    cp = pytest.importorskip("cupy")
+    p = BY_NAME["layernorm_stats"]
+    a = p.make(np.random.default_rng(11), 264, 65536)
+    b = tuple(2.0 * x + 1.0 for x in a)
+    fn = nm.jit(cluster=cluster)(p.fn)
+    for _ in range(3):
+        for inputs in (a, b):
+            got = fn(*[cp.asarray(x) for x in inputs])
+            run_and_check(p, inputs, jitted=lambda *_: got)

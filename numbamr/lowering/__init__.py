@@ -32,6 +32,12 @@ class LoweredKernel:
     def block(self):
         return self.program.block
 
+    @property
+    def launch_bounds(self):
+        """(threads per block[, blocks per SM the compiler must leave registers for])."""
+        m = self.layout.min_blocks_per_sm
+        return (self.block, m) if m else (self.block,)
+
     def as_text(self):
         return self.source
 
@@ -41,7 +47,8 @@ class LoweredKernel:
 
 def lower_built(kernel, options=None, simulator=False, aligned=None, targets=None):
     """Layout, linear program, verification and source for an analyzed kernel."""
-    layout = choose(kernel, options, simulator)
+    from ..runtime.device import clusters_available
+    layout = choose(kernel, options, simulator, clusters=not simulator and clusters_available())
     fusions = find_fusions(kernel, layout)
     program = verify(linearize(kernel, layout, aligned, simulator, fusions))
     return LoweredKernel(kernel.name, kernel, layout, program, emit(program, "cuda"),

@@ -143,6 +143,8 @@ class Emitter:
         params = ", ".join(name for name, *_ in p.params)
         head = [f"# numbamr kernel {p.name} ({self.target} target)",
                 f"# grid={p.grid} block={p.block}" +
+                (f" min_blocks_per_sm={p.layout.min_blocks_per_sm}"
+                 if p.layout.min_blocks_per_sm else "") +
                 (f" dynamic_shared={p.dynamic_shared}" if p.dynamic_shared else ""),
                 "import math" if self.target == "cuda" else
                 "from numbamr.runtime import simmath as math",
@@ -154,7 +156,9 @@ class Emitter:
         head.append(f"from numbamr.runtime.{lib} import select" +
                     (", vload, vstore" if self.target == "cuda" else ""))
         if any(kind == "scratch" for _, kind, _, _ in p.params):
-            head.append(f"from numbamr.runtime.{lib} import arrive_and_wait, xload, xstore")
+            wait = "sim_phase" if self.target == "sim" else \
+                "cluster_sync" if p.layout.cluster else "arrive_and_wait"
+            head.append(f"from numbamr.runtime.{lib} import {wait}, xload, xstore")
         if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params):
             head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, f32_to_bf16")
         head += ["inf = math.inf", "nan = math.nan", "", "",
@@ -397,15 +401,18 @@ class Emitter:
         """Wait until every block of the row has published exchange ``j``. The simulator
         runs blocks one after another, so there each exchange is a phase: the kernel is run
         once per phase, and a run stops at the exchange its phase names (earlier exchanges
-        read what earlier runs published; the values are the same every run)."""
-        flags = ins.srcs[0]
-        j, split, nrows = ins.arg
-        if self.target == "cuda":
-            self.line("if tid == 0:")
-            self.line(f"    arrive_and_wait({flags}, row, {split * (j + 1)})")
-        else:
-            self.line(f"if {flags}[{nrows}] == {j}:")
+        read what earlier runs published; the values are the same every run). A cluster's
+        barrier takes every thread of its blocks, so it needs no block barrier after it."""
+        j, split = ins.arg
+        if self.target == "sim":
+            self.line(f"if sim_phase() == {j}:")
             self.line("    return")
+        elif not ins.srcs:
+            self.line(f"cluster_sync()  # exchange {j}: the row's partials are published")
+            return
+        else:
+            self.line("if tid == 0:")
+            self.line(f"    arrive_and_wait({ins.srcs[0]}, row, {split * (j + 1)})")
         self.line(f"cuda.syncthreads()  # exchange {j}: the row's partials are published")
 
     def op_barrier(self, ins):

@@ -24,6 +24,9 @@ from .kernel import walk
 from . import symbolic as sym
 
 ARG_SENTINEL = 1 << 62       # index of an arg-reduce that has seen no element yet
+# (smallest normal, largest value with a normal reciprocal, rescaling power of two) per dtype
+RECIP_SCALE = {np.dtype(np.float32): (2.0 ** -126, 2.0 ** 126, 2.0 ** 64),
+               np.dtype(np.float64): (2.0 ** -1022, 2.0 ** 1022, 2.0 ** 512)}
 
 
 @dataclass
@@ -119,6 +122,7 @@ class Linearizer:
         self.simulator = simulator
         self.instrs, self.names = [], _Names()
         self.row_memo = {}                # Val id -> name or literal (row-level values)
+        self.recip_memo = {}              # Val id -> (reciprocal, scale) of a row-level divisor
         self.elem_memo = {}               # (Val id, group id, u, v) -> name
         self.index_memo = {}              # rendered row-level index text -> name
         self.red = {}                     # reduce id -> (value name, index name or None)
@@ -199,6 +203,7 @@ class Linearizer:
             stores = [s for s in k.stores if s.group is g]
             if stores:
                 self.store_pass(g, stores)
+
         from .options import occupancy_shared
         grid = -(-k.nrows // L.rows_per_block) * L.split
         return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared,
@@ -245,14 +250,17 @@ class Linearizer:
     def declare_exchange(self):
         """Parameters of a split row's exchange: ``xpart`` holds each block's partial of
         each reduce (as 64-bit patterns), ``xflag`` counts the arrivals at each row's
-        exchanges (zeroed before the launch; its last slot is the simulator's phase)."""
+        exchanges (zeroed before the launch; none when the row's blocks are a cluster)."""
         slots = sum(len(self.acc_spec(r)) for r in self.k.reduces
                     if r.id not in self.fused_second)
         n = self.k.nrows * self.L.split
         self.xpart = self.names.new("xpart")
-        self.xflag = self.names.new("xflag")
+        self.xflag = None
         self.params.append((self.xpart, "scratch", np.dtype(np.int64), ("part", slots * n)))
-        self.params.append((self.xflag, "scratch", np.dtype(np.int32), ("flag", self.k.nrows + 1)))
+        if not self.L.cluster:
+            self.xflag = self.names.new("xflag")
+            self.params.append((self.xflag, "scratch", np.dtype(np.int32),
+                                ("flag", self.k.nrows)))
         self.xslots = 0                   # exchange slots used so far
         self.xsyncs = 0                   # exchanges so far
 
@@ -487,7 +495,8 @@ class Linearizer:
         for a, slot, dt in zip(accs, slots, dts):
             self.add("XSTORE", (), (self.xpart, a, "row", "seg"), arg=at(slot, "seg"), dtype=dt)
         self.add("ENDIF", arg="tid == 0")
-        self.add("XSYNC", (), (self.xflag, "row", "tid"), arg=(self.xsyncs, split, self.k.nrows))
+        self.add("XSYNC", (), (self.xflag, "row", "tid") if self.xflag else (),
+                 arg=(self.xsyncs, split))
         self.xsyncs += 1
 
         def load(names, i):
@@ -652,11 +661,44 @@ class Linearizer:
             return self.load(val, ch, v)
         srcs = tuple(self.lookup(s, ch, v) for s in val.srcs)
         name = self.names.new(_val_name(val, ch, v))
+        if op is Op.DIV and ch is not None and self.L.reciprocal and \
+                np.dtype(val.dtype) in RECIP_SCALE and self.group_of(val.srcs[1]) is None:
+            r, q = self.reciprocal(val.srcs[1], srcs[1])
+            scaled = self.names.new(f"{name}_r")
+            self.add("ALU", (scaled,), (srcs[0], r), arg=Op.MUL, dtype=val.dtype)
+            self.add("ALU", (name,), (scaled, q), arg=Op.MUL, dtype=val.dtype)
+            return name
         if op is Op.CAST:
             self.add("CAST", (name,), srcs, arg=val.dtype, dtype=val.dtype)
         else:
             self.add("ALU", (name,), srcs, arg=op, dtype=val.dtype)
         return name
+
+    def reciprocal(self, divisor, text):
+        """Row-level ``(r, q)`` with ``x / d == (x * r) * q`` within about one ulp for every
+        ``x``: ``q`` is 1, or a power of two that brings a ``d`` whose reciprocal would
+        overflow or be subnormal back into range, and ``r = 1 / (d * q)``. Zero, inf and NaN
+        divisors keep ``q = 1`` and give what division gives (inf, 0, NaN)."""
+        hit = self.recip_memo.get(divisor.id)
+        if hit is None:
+            hit = self.recip_memo[divisor.id] = self.hoisted(self._reciprocal, text,
+                                                             np.dtype(divisor.dtype))
+        return hit
+
+    def _reciprocal(self, d, dt):
+        tiny, big, scale = RECIP_SCALE[dt]
+        lit = lambda x: const_literal(x, dt)            # noqa: E731
+        mag, small, large, q0, q, dq, r = (self.names.new(n) for n in (
+            "rc_abs", "rc_small", "rc_large", "rc_q0", "rc_q", "rc_dq", "rc_r"))
+        boolean = np.dtype(bool)
+        self.add("ALU", (mag,), (d,), arg=Op.ABS, dtype=dt)
+        self.add("ALU", (small,), (mag, lit(tiny)), arg=Op.LT, dtype=boolean)
+        self.add("ALU", (large,), (mag, lit(big)), arg=Op.GT, dtype=boolean)
+        self.add("ALU", (q0,), (large, lit(1.0 / scale), lit(1.0)), arg=Op.WHERE, dtype=dt)
+        self.add("ALU", (q,), (small, lit(scale), q0), arg=Op.WHERE, dtype=dt)
+        self.add("ALU", (dq,), (d, q), arg=Op.MUL, dtype=dt)
+        self.add("ALU", (r,), (lit(1.0), dq), arg=Op.DIV, dtype=dt)
+        return r, q
 
     def load(self, val, ch, v):
         if ch is not None and ch.stage_it is not None and val.id in self.stage_slot:

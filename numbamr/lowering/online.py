@@ -1,5 +1,6 @@
 """One-pass forms of two dependent-reduce patterns, for rows that do not stay in registers
-(and for rows split across blocks, whose blocks then exchange partials once, not twice).
+(and for rows split across blocks that count their arrivals in memory: they then exchange
+partials once, not twice; a cluster's blocks exchange twice, exactly, see _worth_fusing).
 
 When a row is resident, a reduce that depends on another (the variance after the mean, the
 sum of exponentials after the max) is a second pass over registers: free and exact. When the
@@ -52,19 +53,30 @@ def _match_lse(a, b):
     return d.op is Op.SUB and d.srcs[0] is a.body and _is_red(d.srcs[1], a)
 
 
+def _worth_fusing(layout, group_id):
+    """A resident row's second pass is over registers: free and exact, never fused. A split
+    row fuses to exchange once, not twice, when its blocks count arrivals in memory; a
+    cluster's barrier is cheap enough that two exact exchanges win (unless forced)."""
+    if not layout.groups[group_id].resident:
+        return True
+    if layout.split == 1:
+        return False
+    return layout.online if layout.online is not None else not layout.cluster
+
+
 def find_fusions(kernel, layout):
     """Pairs (A, B) in streamed loop groups (or split rows) that one pass can compute
     together."""
     out, used = [], set()
+    if layout.online is False:
+        return out
     by_id = {r.id: r for r in kernel.reduces}
     for b in kernel.reduces:
         if b.deps and len(b.deps) == 1 and b.kind is ReduceKind.SUM:
             a = by_id[b.deps[0]]
             if a.group is not b.group or a.id in used or b.id in used:
                 continue
-            # a split row fuses even when resident: one exchange between blocks, not two
-            if (layout.groups[a.group.id].resident and layout.split == 1) or \
-                    a.body.dtype.kind != "f":
+            if a.body.dtype.kind != "f" or not _worth_fusing(layout, a.group.id):
                 continue
             if a.kind is ReduceKind.SUM and _match_var(a, b, a.group.extent):
                 out.append(Fusion("welford", a, b))

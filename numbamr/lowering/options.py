@@ -14,6 +14,12 @@ from . import symbolic as sym
 
 # the blocks of a split row wait for each other, so all of them must fit on the GPU at once
 MAX_SPLIT = 32
+# a cluster holds at most 16 blocks on sm_90 (8 portably); where the GPU launches clusters,
+# a split row is one unless forced otherwise (1024 x 65536 on the H200: 5-18% faster than
+# arrival counts in memory, bench/RESULTS.md)
+MAX_CLUSTER = 16
+THREADS_PER_SM = 2048
+CLUSTER_DEFAULT = 0
 
 
 @dataclass(frozen=True)
@@ -35,9 +41,22 @@ class KernelOptions:
                      starts on the data the pass before it read last (likely still in L2)
     blocks_per_sm:   at most this many blocks on one multiprocessor (asks for enough
                      shared memory that no more fit), to keep fewer rows in flight
+    min_blocks_per_sm: the compiler keeps registers few enough for this many blocks on
+                     one multiprocessor (a launch bound; it may spill to fit)
     split:           blocks that share one row (a power of two): each holds a segment of
                      the row and the blocks of a row exchange their partial reductions
                      through memory, so that rows too long for one block stay on chip
+    cluster:         1 makes the blocks of a split row one thread-block cluster (sm_90 and
+                     newer, split <= 16): the hardware starts them together and they wait
+                     for each other at the cluster barrier; 0 uses arrival counts in memory
+    online:          1 fuses a reduce that depends on another (the variance after the mean,
+                     the sum of exponentials after the max) into one pass (Welford, online
+                     max-sum) over a row that is not in registers, or a split row's blocks
+                     into one exchange; 0 never (a second read, a second exchange). By
+                     default streamed rows fuse, and split rows unless they are clusters
+    reciprocal:      1 divides by a value that is the same for the whole row (a reduction,
+                     a constant) by multiplying with its reciprocal, computed once per row
+                     (within about one ulp of the quotient); 0 divides every element
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -48,7 +67,11 @@ class KernelOptions:
     stage: int = None
     zigzag: int = None
     blocks_per_sm: int = None
+    min_blocks_per_sm: int = None
     split: int = None
+    cluster: int = None
+    online: int = None
+    reciprocal: int = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -78,10 +101,12 @@ class KernelOptions:
             raise ArgumentError(f"option unroll must be >= 1, got {self.unroll}")
         if self.stage is not None and not 0 <= self.stage <= 227 * 1024:
             raise ArgumentError(f"option stage must be 0..232448 bytes, got {self.stage}")
-        if self.zigzag is not None and self.zigzag not in (0, 1):
-            raise ArgumentError(f"option zigzag must be 0 or 1, got {self.zigzag}")
-        if self.blocks_per_sm is not None and not 1 <= self.blocks_per_sm <= 32:
-            raise ArgumentError(f"option blocks_per_sm must be 1..32, got {self.blocks_per_sm}")
+        for name in ("zigzag", "cluster", "online", "reciprocal"):
+            if getattr(self, name) not in (None, 0, 1):
+                raise ArgumentError(f"option {name} must be 0 or 1, got {getattr(self, name)}")
+        for name in ("blocks_per_sm", "min_blocks_per_sm"):
+            if getattr(self, name) is not None and not 1 <= getattr(self, name) <= 32:
+                raise ArgumentError(f"option {name} must be 1..32, got {getattr(self, name)}")
         sp = self.split
         if sp is not None and (sp < 1 or sp > MAX_SPLIT or sp & (sp - 1)):
             raise ArgumentError(f"option split must be a power of two in 1..{MAX_SPLIT}, "
@@ -104,7 +129,11 @@ class Layout:
     groups: tuple      # GroupPlan per loop group id
     zigzag: bool = False       # every second streamed pass over a group walks backward
     blocks_per_sm: int = 0     # occupancy cap through shared memory (0: none)
+    min_blocks_per_sm: int = 0  # occupancy floor through the registers (0: none)
     split: int = 1             # blocks per row, each over one segment of it
+    cluster: bool = False      # a split row's blocks form one cluster (exchange at its barrier)
+    online: bool = None        # one-pass forms of dependent reduces: forced, or None (heuristic)
+    reciprocal: bool = True    # x / row-level value as x * (its reciprocal, once per row)
 
     def segment(self, group):
         """The extent one block covers of ``group``."""
@@ -202,8 +231,9 @@ def _narrowest_load(kernel):
     return min(sizes, default=4)
 
 
-def choose(kernel, forced=None, simulator=False):
-    """Resolve every option for ``kernel``: forced values win, heuristics fill the rest."""
+def choose(kernel, forced=None, simulator=False, clusters=False):
+    """Resolve every option for ``kernel``: forced values win, heuristics fill the rest.
+    ``clusters``: the GPU launches thread-block clusters (then a split row is one)."""
     forced = forced or KernelOptions()
     split = forced.split or 1
     if split > 1:
@@ -215,8 +245,20 @@ def choose(kernel, forced=None, simulator=False):
             layout, split = split_layout, split_layout.split
     if split > 1:
         _check_segments(kernel, layout, split)
+    if (forced.min_blocks_per_sm or 0) * layout.block_threads > THREADS_PER_SM:
+        raise ArgumentError(f"option min_blocks_per_sm={forced.min_blocks_per_sm}: blocks of "
+                            f"{layout.block_threads} threads, at most {THREADS_PER_SM} threads "
+                            "fit on a multiprocessor")
+    cluster = bool(forced.cluster) if forced.cluster is not None else \
+        (clusters and 1 < split <= MAX_CLUSTER)
+    if cluster and not 1 < split <= MAX_CLUSTER:
+        raise ArgumentError(f"option cluster=1 needs rows split across 2..{MAX_CLUSTER} blocks "
+                            f"(split={split})")
     return replace(layout, zigzag=bool(forced.zigzag), blocks_per_sm=forced.blocks_per_sm or 0,
-                   split=split)
+                   min_blocks_per_sm=forced.min_blocks_per_sm or 0,
+                   split=split, cluster=cluster,
+                   online=None if forced.online is None else bool(forced.online),
+                   reciprocal=forced.reciprocal != 0)
 
 
 # a block of a split row: 8192 elements over 256 threads (measured on the H200 at 1024 x

@@ -124,7 +124,7 @@ def pointer_signature(dtypes):
     return types.void(*[types.CPointer(element(dt)) for dt in dtypes])
 
 
-def jit_kernel(source, name, simulator, block=1024, pointer_dtypes=None):
+def jit_kernel(source, name, simulator, launch_bounds=(1024,), pointer_dtypes=None):
     """A numba.cuda kernel object for the function ``name`` defined by ``source``.
 
     On a GPU it is compiled now, for raw-pointer parameters of ``pointer_dtypes``;
@@ -138,7 +138,7 @@ def jit_kernel(source, name, simulator, block=1024, pointer_dtypes=None):
         return cuda.jit(fn), mod.__numbamr_path__
     sig = pointer_signature(pointer_dtypes)
     try:
-        kernel = with_deep_stack(cuda.jit(sig, launch_bounds=(block,)), fn)
+        kernel = with_deep_stack(cuda.jit(sig, launch_bounds=tuple(launch_bounds)), fn)
     except Exception as e:
         raise CompileError(f"numba failed to compile kernel {name} ({type(e).__name__}: {e}); "
                            f"its source is saved at {mod.__numbamr_path__}") from e

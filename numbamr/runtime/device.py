@@ -34,3 +34,13 @@ def use_simulator_if_no_gpu():
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         return True
     return False
+
+
+@functools.lru_cache(maxsize=1)
+def clusters_available():
+    """Can this GPU launch thread-block clusters (compute capability 9.0 or newer)?"""
+    if gpu_count() == 0:
+        return False
+    from .cudadriver import current_device
+    found = current_device()
+    return found is not None and found[1] >= (9, 0)

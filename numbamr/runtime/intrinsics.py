@@ -216,3 +216,19 @@ def arrive_and_wait(typingctx, flags, idx, target):
         builder.position_at_end(done)
         _fence(builder)
     return sig, codegen
+
+
+@intrinsic
+def cluster_sync(typingctx):
+    """Every thread of every block of the cluster arrives (releasing its earlier writes, to
+    global memory too) and waits for all of them (acquiring theirs): the exchange of a split
+    row whose blocks form one cluster (sm_90 and newer)."""
+    sig = types.void()
+
+    def codegen(context, builder, sig, args):
+        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []),
+                           "barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;",
+                           "~{memory}", side_effect=True)
+        builder.call(asm, [])
+        return context.get_dummy_value()
+    return sig, codegen

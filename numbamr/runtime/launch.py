@@ -12,7 +12,7 @@ import numpy as np
 
 from .. import dtypes, settings
 from ..errors import ArgumentError, DTypeError
-from . import arrays, binary, cudadriver
+from . import arrays, binary, cudadriver, simmath
 from .compile import jit_kernel, source_path
 
 
@@ -105,7 +105,9 @@ class Launcher:
             self.kernel, self.path = jit_kernel(lk.sim_source, lk.name, True)
             return
         handle = self._compile(lk, [dt for _, _, dt, _ in lk.program.params])
-        if lk.layout.split > 1:
+        if lk.layout.cluster:
+            _make_cluster(handle, lk)
+        elif lk.layout.split > 1:
             _check_coresident(handle, lk)
         self.launch = _DriverLaunch(handle, len(self.params), self.grid, self.block,
                                     self.shared)
@@ -119,10 +121,18 @@ class Launcher:
         if handle is not None:
             self.kernel, self.path = None, source_path(lk.source)
             return handle
-        self.kernel, self.path = jit_kernel(lk.source, lk.name, False, lk.block,
+        self.kernel, self.path = jit_kernel(lk.source, lk.name, False, lk.launch_bounds,
                                             pointer_dtypes=dtypes)
         library = next(iter(self.kernel.overloads.values()))._codelibrary
         handle = library.get_cufunc().handle
+        if lk.layout.cluster:
+            # numba's handle is a library kernel, which takes no cluster shape: load the
+            # cubin as a module, as the disk cache does
+            handle = cudadriver.load_function(binary.image_bytes(library.get_cubin()),
+                                              library._entry_name)
+            if handle is None or library._setup_functions:
+                raise RuntimeError(f"kernel {lk.name}: its cubin could not be loaded as a "
+                                   "module for a cluster launch")
         if key and not library._setup_functions:   # setup hooks would not run from a cubin
             try:
                 binary.store(key, library._entry_name, library.get_cubin())
@@ -150,6 +160,35 @@ def _check_coresident(handle, lk):
         raise ArgumentError(f"kernel {lk.name}: its rows are split across {lk.layout.split} "
                             f"blocks that must run at once, but this GPU holds only "
                             f"{per_sm.value * sms.value} of them: use a smaller split=")
+
+
+CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH = 11      # then HEIGHT 12, DEPTH 13
+CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
+PORTABLE_CLUSTER = 8
+
+
+def _make_cluster(handle, lk):
+    """Launch ``handle`` in clusters of a split row's blocks (the hardware starts a cluster's
+    blocks together, so they never wait on a block that has not started)."""
+    device = cudadriver.current_device()
+    if device is None or device[1] < (9, 0):
+        raise ArgumentError(f"kernel {lk.name}: option cluster=1 needs a GPU of compute "
+                            f"capability 9.0 or newer (this one: "
+                            f"{'none' if device is None else '%d.%d' % device[1]})")
+    lib = cudadriver.driver()
+    split = lk.layout.split
+    attrs = [(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)] \
+        if split > PORTABLE_CLUSTER else []
+    attrs += [(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, split),
+              (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH + 1, 1),
+              (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH + 2, 1)]
+    for attr, value in attrs:
+        err = lib.cuFuncSetAttribute(ctypes.c_void_p(handle), ctypes.c_int(attr),
+                                     ctypes.c_int(value))
+        if err != 0:
+            raise ArgumentError(f"kernel {lk.name}: the driver refused clusters of {split} "
+                                f"blocks (CUDA error {err} setting attribute {attr}): use "
+                                f"cluster=0 or a smaller split=")
 
 
 def make_launchers(lowered, simulator):
@@ -286,9 +325,7 @@ def _launch_all(compiled, leaves, ctx, outs):
                     for src, i in launcher.params]
             with _SIM_LOCK:          # numba's simulator runs one kernel at a time
                 for phase in range(launcher.phases):
-                    for (what, _, _), buf in scratch.items():
-                        if what == "flag":
-                            buf[-1] = phase
+                    simmath.PHASE[0] = phase
                     launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
         else:
             ptrs = [leaves[i].array.base_ptr if src == "leaf" else

@@ -1,0 +1,95 @@
+"""Division by a row-level value becomes a multiplication by its reciprocal (computed once per
+row): within about one ulp of the quotient for every divisor, including those whose plain
+reciprocal would overflow or be subnormal, and the same infinities and NaNs as division."""
+import numpy as np
+import pytest
+
+import numbamr as nm
+from numbamr.lowering.linearize import RECIP_SCALE
+
+
+def divide_by_row_sum(x, d):
+    return x / d.sum(axis=-1, keepdims=True)
+
+
+def _ulps(got, want):
+    """Distance in units of the last place of ``want`` (its dtype's spacing)."""
+    want = want.astype(got.dtype)
+    with np.errstate(all="ignore"):
+        return np.abs(got.astype(np.float64) - want.astype(np.float64)) / \
+            np.spacing(np.abs(want)).astype(np.float64)
+
+
+def _divisor_rows(dt):
+    """One divisor per row, across the whole range: plain values, values whose reciprocal
+    overflows (subnormal) or would be subnormal (near the largest finite), zero, inf, NaN."""
+    fi = np.finfo(dt)
+    tiny_sub = fi.smallest_subnormal
+    return np.array([3.0, -7.25, 1e-3, float(fi.tiny), float(fi.tiny) / 4, float(tiny_sub),
+                     float(tiny_sub) * 5, float(fi.max), -float(fi.max) / 3,
+                     2.0 ** 126 * 1.5 if dt == np.float32 else 2.0 ** 1022 * 1.5,
+                     0.0, -0.0, np.inf, -np.inf, np.nan, 1.0], dtype=dt)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_quotients_within_one_ulp_across_the_divisor_range(dt):
+    rng = np.random.default_rng(0)
+    d = _divisor_rows(dt)
+    fi = np.finfo(dt)
+    x = rng.standard_normal((len(d), 64)).astype(dt)
+    # numerators of every size, so that the quotients overflow, underflow and in between
+    x[:, :8] *= np.array([1e30, 1e-30, float(fi.max) / 2, float(fi.tiny), 0.0, -0.0, np.inf,
+                          np.nan], dtype=dt)
+    dsum = np.zeros((len(d), 3), dt)
+    dsum[:, 0] = d                                      # the row sum is d itself
+    fn = nm.jit(divide_by_row_sum)
+    got = fn(x, dsum)
+    with np.errstate(all="ignore"):
+        want = x / dsum.sum(axis=-1, keepdims=True)     # (-0.0 + 0 + 0 is +0.0)
+    assert got.dtype == want.dtype
+    nan = np.isnan(want)
+    assert np.array_equal(np.isnan(got), nan), "NaNs differ from division"
+    inf = np.isinf(want)
+    assert np.array_equal(got[inf], want[inf]), "infinities differ from division"
+    finite = ~nan & ~inf
+    # subnormal quotients: within one spacing of the smallest normal's neighbourhood
+    ulps = _ulps(got[finite], want[finite])
+    sub = np.abs(want[finite]) < fi.tiny
+    assert ulps[~sub].max() <= 1.0, f"{ulps[~sub].max()} ulps from the quotient"
+    assert np.abs(got[finite][sub].astype(np.float64) -
+                  want[finite][sub].astype(np.float64)).max(initial=0) <= float(
+                      fi.smallest_subnormal), "a subnormal quotient is off by more than one step"
+
+
+def test_division_kept_when_the_option_is_off():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((8, 256)).astype(np.float32)
+    dsum = np.zeros((8, 3), np.float32)
+    dsum[:, 0] = rng.uniform(0.5, 2.0, 8)           # row sums exact: one nonzero term
+    on = nm.jit(divide_by_row_sum)
+    off = nm.jit(divide_by_row_sum, reciprocal=0)
+    assert "rc_r" in on.lower(x, dsum).as_text()
+    assert "rc_r" not in off.lower(x, dsum).as_text()
+    want = x / dsum.sum(axis=-1, keepdims=True)
+    assert np.array_equal(off(x, dsum), want)       # division, correctly rounded
+    assert _ulps(on(x, dsum), want).max() <= 1.0
+
+
+def test_element_level_divisor_is_divided():
+    """x / y with y varying along the row keeps the division (no reciprocal per element)."""
+    def ratio(x, y):
+        return x / y + x.sum(axis=-1, keepdims=True)
+    x = np.ones((4, 128), np.float32)
+    text = nm.jit(ratio).lower(x, x).as_text()
+    assert "rc_r" not in text
+
+
+def test_scale_constants_are_powers_of_two_in_range():
+    for dt, (tiny, big, scale) in RECIP_SCALE.items():
+        fi = np.finfo(dt)
+        assert tiny == float(fi.tiny)
+        assert 1.0 / big >= float(fi.tiny)               # 1 / d normal up to ``big``
+        assert np.log2(scale) == int(np.log2(scale))
+        # a rescaled divisor's reciprocal is normal at both ends of the range
+        assert float(fi.smallest_subnormal) * scale * float(fi.max) > 1.0
+        assert float(fi.max) / scale < 1.0 / float(fi.tiny)
