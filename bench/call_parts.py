@@ -64,6 +64,8 @@ def main():
         ("get_current_stream().ptr", lambda: cupy.cuda.get_current_stream().ptr),
         ("x.data.ptr", lambda: x.data.ptr),
         ("driver launch, numba's handle", lambda: dl(ptrs, stream)),
+        ("driver launch through CuPy's binding (what the fast path calls)",
+         lambda: cupy.cuda.driver.launchKernel(*dl.raw_head, stream, dl.params.value, 0)),
     ]
     # the same cubin loaded through cuModuleLoadData (a CUfunction, not a library CUkernel)
     library = next(iter(compiled.launchers[0].kernel.overloads.values()))._codelibrary \

@@ -28,13 +28,25 @@ class FakeArray:
 @pytest.fixture
 def fake_gpu(monkeypatch):
     """CuPy and the driver replaced; returns the list of launches (their C arguments)."""
-    cupy = types.ModuleType("cupy")
-    cupy.ndarray = FakeArray
-    cupy.cuda = types.SimpleNamespace(get_current_stream=lambda: types.SimpleNamespace(ptr=77))
-    monkeypatch.setitem(sys.modules, "cupy", cupy)
     launches, answers, contexts = [], [], []
 
-    def fake_launch(*args):
+    class DriverError(Exception):
+        def __init__(self, status):
+            self.status = status
+
+    def cupy_launch(*args):         # CuPy's binding: plain integers, raises on an error
+        err = fake_launch(*args)
+        if err:
+            raise DriverError(err)
+
+    cupy = types.ModuleType("cupy")
+    cupy.ndarray = FakeArray
+    cupy.cuda = types.SimpleNamespace(
+        get_current_stream=lambda: types.SimpleNamespace(ptr=77),
+        driver=types.SimpleNamespace(launchKernel=cupy_launch, CUDADriverError=DriverError))
+    monkeypatch.setitem(sys.modules, "cupy", cupy)
+
+    def fake_launch(*args):         # ctypes: C values, returns the error code
         values = [a.value if hasattr(a, "value") else a for a in args]
         block = ctypes.cast(values[9], ctypes.POINTER(ctypes.c_void_p))
         slots = [block[i] for i in range(len(fake_launch.nparams[values[0]]))]

@@ -60,6 +60,8 @@ class _DriverLaunch:
         self.head = (ctypes.c_void_p(int(handle)), ctypes.c_uint(grid), one, one,
                      ctypes.c_uint(block), one, one, ctypes.c_uint(shared))
         self.params = ctypes.c_void_p(ctypes.addressof(self._slots))
+        # the same arguments as plain integers, for CuPy's binding (FastPath)
+        self.raw_head = (int(handle), grid, 1, 1, block, 1, 1, shared)
         self.lock = threading.Lock()
         # the context the kernel was loaded in: a thread that has never touched the GPU
         # has no current context, and the driver answers such a launch with an error
@@ -375,8 +377,11 @@ class FastPath:
     def __init__(self, compiled):
         import cupy
         lowered = compiled.lowered
+        # CuPy's cuLaunchKernel binding (compiled) costs the host about a microsecond less
+        # than a ctypes call; it raises where the driver returns an error
         env = {"empty": cupy.ndarray, "stream": cupy.cuda.get_current_stream,
-               "LAUNCH": cudadriver.LAUNCH}
+               "LAUNCH": cupy.cuda.driver.launchKernel,
+               "DRIVER_ERROR": cupy.cuda.driver.CUDADriverError}
         lines = ["def call(args):"]
         for i, (dt, shape) in enumerate(lowered.out_specs):
             env[f"D{i}"], env[f"S{i}"] = dt, shape
@@ -417,15 +422,17 @@ class FastPath:
 
 def _inline_launch(env, k, launch, ptrs):
     """Source lines launching kernel ``k`` (a _DriverLaunch) with pointer expressions
-    ``ptrs`` on stream ``s``: its parameter block filled slot by slot, then one driver call."""
-    env.update({f"K{k}": launch, f"V{k}": launch.values, f"P{k}": launch.params})
-    head = []
-    for j, value in enumerate(launch.head):
-        env[f"H{k}_{j}"] = value
-        head.append(f"H{k}_{j}")
+    ``ptrs`` on stream ``s``: its parameter block filled slot by slot, then one driver call
+    (a failed one is retried or raised by the _DriverLaunch, outside its lock)."""
+    env.update({f"K{k}": launch, f"V{k}": launch.values, f"P{k}": launch.params.value})
+    head = ", ".join(str(v) for v in launch.raw_head)
     lines = [f"    with K{k}.lock:"]
     lines += [f"        V{k}[{j}] = p{k}_{j} = {p}" for j, p in enumerate(ptrs)]
-    lines.append(f"        e = LAUNCH({', '.join(head)}, s, P{k}, None)")
+    lines += ["        try:",
+              f"            LAUNCH({head}, s, P{k}, 0)",
+              "            e = 0",
+              "        except DRIVER_ERROR as error:",
+              "            e = error.status"]
     lines.append("    if e:")
     lines.append(f"        K{k}.retry(e, [{', '.join(f'p{k}_{j}' for j in range(len(ptrs)))}], s)")
     return lines
