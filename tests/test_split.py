@@ -10,7 +10,11 @@ import numpy as np
 import pytest
 
 import numbamr as nm
+from conftest import SIMULATOR
 from helpers import run_and_check, to_host
+from numbamr.lowering.online import find_fusions
+from numbamr.lowering.options import KernelOptions, choose
+from numbamr.runtime.device import clusters_available
 from programs import BY_NAME
 
 SPLIT_PROGRAMS = ["softmax", "log_softmax", "logsumexp", "layernorm", "layernorm_stats",
@@ -41,7 +45,9 @@ def test_split_rows_match_numpy(name, split, rows, cols, options):
     (k,) = _lowered(fn, inputs)
     assert k.layout.split == split and k.grid == rows * split
     assert ("xstore(" in k.source) == bool(k.kernel.reduces)
-    cluster = options.get("cluster", 0) == 1
+    # unforced, a split row is a cluster where the GPU launches clusters (never here in CI)
+    cluster = bool(options["cluster"]) if "cluster" in options else \
+        (not SIMULATOR and clusters_available())
     assert k.layout.cluster == cluster
     assert ("cluster_sync()" in k.source) == (cluster and bool(k.kernel.reduces))
     assert ("arrive_and_wait(" in k.source) == (not cluster and bool(k.kernel.reduces))
@@ -87,14 +93,19 @@ def test_split_option_is_checked(value):
 
 
 @pytest.mark.parametrize("options,why", [
-    (dict(cluster=1), "cluster=1 needs rows split across 2..16 blocks"),
-    (dict(cluster=1, split=32), "cluster=1 needs rows split across 2..16 blocks"),
+    (dict(cluster=1, split=32), "cluster=1: a cluster holds at most 16 blocks"),
     (dict(cluster=2, split=4), "cluster must be 0 or 1"),
 ])
 def test_cluster_option_is_checked(options, why):
     x = np.ones((4, 4096), np.float32)
     with pytest.raises(nm.NumbamrError, match=why):
         nm.jit(**options)(BY_NAME["softmax"].fn).lower(x)
+
+
+def test_cluster_option_leaves_rows_that_are_not_split_alone():
+    x = np.ones((4, 1024), np.float32)
+    (k,) = _lowered(nm.jit(cluster=1)(BY_NAME["softmax"].fn), (x,))
+    assert k.layout.split == 1 and not k.layout.cluster
 
 
 def test_cluster_refused_before_compute_capability_9(monkeypatch):
@@ -126,22 +137,56 @@ def test_cluster_rows_compile_to_cluster_barriers_without_atomics():
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
 
 
+@pytest.mark.parametrize("clusters,split,cluster", [(True, 4, True), (True, 16, True),
+                                                   (True, 32, False), (False, 8, False)])
+def test_split_rows_are_clusters_where_the_gpu_launches_them(clusters, split, cluster):
+    x = np.ones((2, 8192), np.float32)
+    (k,) = _lowered(nm.jit(BY_NAME["softmax"].fn), (x,))
+    layout = choose(k.kernel, KernelOptions(split=split), simulator=True, clusters=clusters)
+    assert layout.split == split and layout.cluster == cluster
+
+
+@pytest.mark.parametrize("options,fused", [
+    (dict(split=4, cluster=0), True),            # arrival counts: one exchange (online forms)
+    (dict(split=4, cluster=1), False),           # a cluster: two exact exchanges
+    (dict(split=4, cluster=1, online=1), True),
+    (dict(split=4, cluster=0, online=0), False),
+    (dict(split=1), False),                      # resident row: the second pass is free
+    (dict(split=1, upcast=0), True),             # streamed row: one pass
+    (dict(split=4, upcast=0, cluster=1), True),  # streamed segments: one pass each
+])
+def test_which_split_rows_use_the_online_forms(options, fused):
+    p = BY_NAME["layernorm_stats"]
+    (k,) = _lowered(nm.jit(p.fn), p.make(np.random.default_rng(0), 2, 4096))
+    layout = choose(k.kernel, KernelOptions(**{"threads_per_row": 32, "upcast": 32, **options}),
+                    simulator=True)
+    assert layout.groups[0].resident == (options.get("upcast") != 0)
+    assert bool(find_fusions(k.kernel, layout)) == fused
+
+
 @pytest.mark.ptx
-def test_long_two_pass_rows_are_split_and_compile_without_spills():
+@pytest.mark.parametrize("cluster", [0, 1])
+def test_long_two_pass_rows_are_split_and_compile_without_spills(cluster):
     """1024 x 65536 float32: rows that need two passes are split 8 ways (segments of 8192
-    in registers, one exchange); one-pass reductions stream with 256 threads a row."""
+    in registers); one-pass reductions stream with 256 threads a row. Blocks counting
+    arrivals exchange once (online forms); a cluster's blocks exchange twice where one
+    reduce depends on another (rmsnorm has one reduce)."""
     from test_ptx import lower_for_gpu, compile_report
     rng = np.random.default_rng(0)
     split, streamed = [], []
     for name in ("softmax", "layernorm", "rmsnorm", "zscore", "sum_and_max", "variance"):
         p = BY_NAME[name]
         inputs = (np.empty((1024, 65536), np.float32),) + tuple(p.make(rng, 1, 65536)[1:])
-        (k,) = lower_for_gpu(p.fn, inputs).kernels
+        (k,) = lower_for_gpu(nm.jit(cluster=cluster)(p.fn), inputs).kernels
         (split if k.layout.split > 1 else streamed).append((name, k))
     assert [n for n, _ in split] == ["softmax", "layernorm", "rmsnorm", "zscore"]
     for name, k in split:
         assert k.layout.split == 8 and k.grid == 8192 and k.block == 256, name
-        assert k.source.count("arrive_and_wait(") == 1, f"{name}: one exchange"
+        if cluster:
+            want = 1 if name == "rmsnorm" else 2
+            assert k.source.count("cluster_sync()") == want, f"{name}: {want} exchanges"
+        else:
+            assert k.source.count("arrive_and_wait(") == 1, f"{name}: one exchange"
     for name, k in streamed:
         assert k.block == 256 and not k.layout.groups[0].resident, name
     report = compile_report([k for _, k in split])

@@ -49,6 +49,7 @@ class KernelOptions:
     cluster:         1 makes the blocks of a split row one thread-block cluster (sm_90 and
                      newer, split <= 16): the hardware starts them together and they wait
                      for each other at the cluster barrier; 0 uses arrival counts in memory
+                     (rows that are not split are unaffected)
     online:          1 fuses a reduce that depends on another (the variance after the mean,
                      the sum of exponentials after the max) into one pass (Welford, online
                      max-sum) over a row that is not in registers, or a split row's blocks
@@ -249,11 +250,11 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
         raise ArgumentError(f"option min_blocks_per_sm={forced.min_blocks_per_sm}: blocks of "
                             f"{layout.block_threads} threads, at most {THREADS_PER_SM} threads "
                             "fit on a multiprocessor")
-    cluster = bool(forced.cluster) if forced.cluster is not None else \
-        (clusters and 1 < split <= MAX_CLUSTER)
-    if cluster and not 1 < split <= MAX_CLUSTER:
-        raise ArgumentError(f"option cluster=1 needs rows split across 2..{MAX_CLUSTER} blocks "
-                            f"(split={split})")
+    if forced.cluster and split > MAX_CLUSTER:
+        raise ArgumentError(f"option cluster=1: a cluster holds at most {MAX_CLUSTER} blocks, "
+                            f"rows here are split across {split}")
+    cluster = split > 1 and (bool(forced.cluster) if forced.cluster is not None else
+                             clusters and split <= MAX_CLUSTER)
     return replace(layout, zigzag=bool(forced.zigzag), blocks_per_sm=forced.blocks_per_sm or 0,
                    min_blocks_per_sm=forced.min_blocks_per_sm or 0,
                    split=split, cluster=cluster,
