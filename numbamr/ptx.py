@@ -54,6 +54,8 @@ def inspect(entry, cc=(9, 0)):
             r"(?:ld|st)\.global(?:\.\w+)*?\.v([248])\.[fbsu](\d+)", ptx)}),
         "cluster_barriers": len(re.findall(r"barrier\.cluster\.(?:arrive|wait)", ptx)),
         "atomics": len(re.findall(r"\batom\.", ptx)),
+        "nan_minmax": len(re.findall(r"\b(?:max|min)\.NaN\.f32", ptx)),
+        "nan_tests": len(re.findall(r"setp\.nan\.f32", ptx)),
         "registers": max(regs, default=0),
         "spill_bytes": sum(spills),
         "stack_bytes": max(stack, default=0),

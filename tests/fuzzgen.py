@@ -687,7 +687,9 @@ def _statements(source):
 def _perturbed_run(source, inputs, eps, rng, mean_ulps=0.0):
     """The program on float64 copies of the inputs, every use of every value (input or
     intermediate) perturbed by an independent relative ``eps``: what rounding each value
-    differently in each kernel that recomputes it can do to the outputs."""
+    differently in each kernel that recomputes it can do to the outputs. A function that
+    NumPy computes in float16 for bools or small integers (``np.tanh(x > 0)``) is computed
+    in float64, as numbamr computes float16 values in float32."""
     import re
     params, body = _statements(source)
     env = {p: np.asarray(a, dtype=np.float64) if np.asarray(a).dtype.kind == "f" else a
@@ -715,7 +717,17 @@ class _PerturbedNumpy:
         self.mean_ulps, self.rng = mean_ulps, rng
 
     def __getattr__(self, name):
-        return getattr(np, name)
+        attr = getattr(np, name)
+        if not (isinstance(attr, np.ufunc) and attr.nin == 1):
+            return attr
+
+        def widened(x, *args, **kwargs):        # float16 from bools/int8: float64 instead
+            x = np.asarray(x)
+            if x.dtype.kind in "biu" and attr(x[()] if x.ndim == 0 else x.flat[:1]).dtype \
+                    == np.float16:
+                x = x.astype(np.float64)
+            return attr(x, *args, **kwargs)
+        return widened
 
     def var(self, x, axis=None, keepdims=False, ddof=0):
         x = np.asarray(x, dtype=np.float64)
@@ -751,6 +763,11 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
     with np.errstate(all="ignore"):
         typed = fn(*inputs)
         ref = fn(*[to_float64(a) for a in inputs])
+        if source is not None:      # float16 intermediates of integers widened (see above)
+            try:
+                ref = _perturbed_run(source, inputs, 0.0, np.random.default_rng(0))
+            except Exception:
+                pass
         refs = [np.asarray(x, dtype=np.float64) for x in flatten(ref)]
         typs = [np.asarray(x).astype(np.float64) for x in flatten(typed)]
         rng = np.random.default_rng(12345)

@@ -12,6 +12,7 @@ A failure prints the program. ``python3 tests/fuzzgen.py SEED --minimize`` print
 shrinks it and writes it as a regression test for tests/test_regressions.py.
 Many more seeds, at GPU sizes on a GPU: tests/fuzz_gpu.py.
 """
+import numpy as np
 import pytest
 
 import numbamr as nm
@@ -61,3 +62,16 @@ def test_fuzz_ptx():
     bad = [f"seed {seed}: {k.name}: {r['error']}\n{source}"
            for (seed, source), k, r in zip(owners, kernels, report) if not r["ok"]]
     assert not lowering_errors + bad, "\n\n".join(lowering_errors + bad)
+
+
+def test_reference_widens_float16_made_from_bools():
+    """NumPy computes ``np.tanh(x > 0)`` in float16; numbamr computes float16 values in
+    float32, so the float64 reference must not round that intermediate to float16 (GPU fuzz
+    seed 6641 was a false mismatch of 1.6e-4)."""
+    from fuzzgen import compile_source, expected
+    fn = compile_source("def f(x):\n    t1 = x > 0\n    t2 = np.tanh(t1) * x\n    return t2\n")
+    x = np.linspace(-2, 2, 64, dtype=np.float32).reshape(4, 16)
+    _, ref, _ = expected(fn, [x])
+    want = np.tanh((x > 0).astype(np.float64)) * x.astype(np.float64)
+    np.testing.assert_allclose(ref, want, rtol=1e-12)
+    assert np.abs(fn(x.astype(np.float64)) - want).max() > 1e-5   # what NumPy itself gives

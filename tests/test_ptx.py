@@ -223,3 +223,25 @@ def test_min_blocks_per_sm_is_checked(value, why):
     x = np.empty((4, 1024), np.float32)
     with pytest.raises(nm.NumbamrError, match=why):
         nm.jit(min_blocks_per_sm=value, threads_per_row=512)(BY_NAME["softmax"].fn).lower(x)
+
+
+def test_float32_max_and_min_are_one_instruction_on_sm80(monkeypatch):
+    """Lowered for an sm_80+ GPU, numpy's NaN-propagating float32 max/min (reductions,
+    np.maximum, the online softmax's running max) is one ``max.NaN``/``min.NaN``: no NaN
+    tests, compares and selects per element. Without a GPU (any architecture) the portable
+    form stays. (The gpu tier runs the NaN/inf programs through this form.)"""
+    from numbamr.runtime import device
+    rng = np.random.default_rng(3)
+    names = ("logsumexp", "sum_max_min", "softmax")
+    portable = [lower_for_gpu(BY_NAME[n].fn, BY_NAME[n].make(rng, 64, 4096)).kernels[0]
+                for n in names]
+    monkeypatch.setattr(device, "arch", lambda: (9, 0))
+    native = [lower_for_gpu(BY_NAME[n].fn, BY_NAME[n].make(rng, 64, 4096)).kernels[0]
+              for n in names]
+    reports = compile_report(portable + native)
+    for k, r in zip(portable, reports[:3]):
+        assert r["ok"] and "fmax_nan" not in k.source and r["nan_minmax"] == 0, k.name
+    for k, r, p in zip(native, reports[3:], reports[:3]):
+        assert r["ok"], r["error"]
+        assert "fmax_nan(" in k.source and r["nan_minmax"] > 0, k.name
+        assert r["nan_tests"] < p["nan_tests"], (k.name, r["nan_tests"], p["nan_tests"])

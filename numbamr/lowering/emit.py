@@ -45,8 +45,18 @@ def _wrap(text, dt):
     return _cast_text(text, dt) if _narrow(dt) else text
 
 
-def _alu(op, dt, a):
-    """Source text of an ALU op on operand texts ``a`` with result dtype ``dt``."""
+def _nan_minmax(op_max, dt, a, b, native):
+    """NaN-propagating max/min of texts ``a``, ``b`` (numpy's): one ``max.NaN`` instruction
+    where ``native`` (float32 on sm_80 and newer), else compare, NaN test and select."""
+    if native and np.dtype(dt) == np.float32:
+        return f"{'fmax_nan' if op_max else 'fmin_nan'}({a}, {b})"
+    cmp = ">" if op_max else "<"
+    return f"select(({a} {cmp} {b}) | ({a} != {a}), {a}, {b})"
+
+
+def _alu(op, dt, a, native=False):
+    """Source text of an ALU op on operand texts ``a`` with result dtype ``dt`` (``native``:
+    see _nan_minmax)."""
     dt = np.dtype(dt)
     f = dt.kind == "f"
     one = f"{dtype_name(dt)}(1.0)" if f else None
@@ -69,9 +79,9 @@ def _alu(op, dt, a):
     if op is Op.NOT:
         return f"not {x}" if dt.kind == "b" else _wrap(f"~{x}", dt)
     if op in (Op.MAX, Op.MIN):
-        cmp = ">" if op is Op.MAX else "<"
         if f:          # numpy propagates NaN through maximum/minimum
-            return f"select(({a[0]} {cmp} {a[1]}) | ({a[0]} != {a[0]}), {a[0]}, {a[1]})"
+            return _nan_minmax(op is Op.MAX, dt, a[0], a[1], native)
+        cmp = ">" if op is Op.MAX else "<"
         return f"select({a[0]} {cmp} {a[1]}, {a[0]}, {a[1]})"
     if op is Op.FLOORDIV:
         if f:
@@ -102,15 +112,16 @@ def _alu(op, dt, a):
     raise NotImplementedError(op)
 
 
-def _update(kind, dt, acc, v):
-    """Text of ``acc`` combined with ``v`` for a reduce of ``kind`` (NaN-propagating max/min)."""
+def _update(kind, dt, acc, v, native=False):
+    """Text of ``acc`` combined with ``v`` for a reduce of ``kind`` (NaN-propagating max/min;
+    ``native``: see _nan_minmax)."""
     if kind is ReduceKind.SUM:
         return _wrap(f"{acc} + {v}", dt)
     if kind is ReduceKind.PROD:
         return _wrap(f"{acc} * {v}", dt)
     cmp = ">" if kind is ReduceKind.MAX else "<"
     if np.dtype(dt).kind == "f":
-        return f"select(({v} {cmp} {acc}) | ({v} != {v}), {v}, {acc})"
+        return _nan_minmax(kind is ReduceKind.MAX, dt, v, acc, native)
     if np.dtype(dt).kind == "b":
         return f"{acc} | {v}" if kind is ReduceKind.MAX else f"{acc} & {v}"
     return f"select({v} {cmp} {acc}, {v}, {acc})"
@@ -128,9 +139,11 @@ def _arg_take(kind, av, ai, bv, bi, first):
 
 
 class Emitter:
-    def __init__(self, program, target):
+    def __init__(self, program, target, arch=None):
         assert target in ("cuda", "sim")
         self.p, self.target = program, target
+        # float32 max/min as one max.NaN/min.NaN instruction (sm_80 and newer)
+        self.native = target == "cuda" and arch is not None and tuple(arch) >= (8, 0)
         self.lines, self.indent = [], 1
         self.scratch = {}              # (reduce id, dtype) -> scratch array (sim shuffles)
         self.dtype_of = {}             # value name -> dtype (a cast must know its source's)
@@ -154,7 +167,8 @@ class Emitter:
                 "                         float16, float32, float64)"]
         lib = "intrinsics" if self.target == "cuda" else "simmath"
         head.append(f"from numbamr.runtime.{lib} import select" +
-                    (", vload, vstore" if self.target == "cuda" else ""))
+                    (", vload, vstore" if self.target == "cuda" else "") +
+                    (", fmax_nan, fmin_nan" if self.native else ""))
         if any(kind == "scratch" for _, kind, _, _ in p.params):
             wait = "sim_phase" if self.target == "sim" else \
                 "cluster_sync" if p.layout.cluster else "arrive_and_wait"
@@ -266,7 +280,7 @@ class Emitter:
         if ins.arg == "copy":
             self.line(f"{ins.out[0]} = {ins.srcs[0]}")
         else:
-            self.line(f"{ins.out[0]} = {_alu(ins.arg, ins.dtype, ins.srcs)}")
+            self.line(f"{ins.out[0]} = {_alu(ins.arg, ins.dtype, ins.srcs, self.native)}")
 
     def op_cast(self, ins):
         src = ins.srcs[0]
@@ -282,7 +296,7 @@ class Emitter:
             self.take_pair(av, ai, v, pos, cond if mask is None else f"{mask} & ({cond})")
         else:
             acc, v = ins.srcs
-            update = _update(kind, ins.dtype, acc, v)
+            update = _update(kind, ins.dtype, acc, v, self.native)
             self.line(f"{acc} = {update if mask is None else f'select({mask}, {update}, {acc})'}")
 
     def take_pair(self, av, ai, bv, bi, cond):
@@ -302,7 +316,7 @@ class Emitter:
             (av, ai), (bv, bi) = mine, other
             self.take_pair(av, ai, bv, bi, _arg_take(kind, av, ai, bv, bi, first=False))
         else:
-            self.line(f"{mine[0]} = {_update(kind, ins.dtype, mine[0], other[0])}")
+            self.line(f"{mine[0]} = {_update(kind, ins.dtype, mine[0], other[0], self.native)}")
 
     # ---- one-pass (fused) reduces: Welford/Chan and online max-sum-exp --------------------
     def welford_combine(self, mine, other, off, dt):
@@ -325,7 +339,7 @@ class Emitter:
 
     def lse_combine(self, mine, other, dt):
         (m, s), (om, os_) = mine, other
-        self.line(f"_mn = {_update(ReduceKind.MAX, dt, m, om)}")
+        self.line(f"_mn = {_update(ReduceKind.MAX, dt, m, om, self.native)}")
         self.line(f"if _mn != {_lit(float('-inf'), dt)}:")
         self.indent += 1
         self.line(f"{s} = {s} * math.exp({m} - _mn) + {os_} * math.exp({om} - _mn)")
@@ -354,7 +368,7 @@ class Emitter:
         m, s = accs
         self.line(f"_mn = {m}")
         for v in vals:
-            self.line(f"_mn = {_update(ReduceKind.MAX, dt, '_mn', v)}")
+            self.line(f"_mn = {_update(ReduceKind.MAX, dt, '_mn', v, self.native)}")
         self.line(f"if _mn != {_lit(float('-inf'), dt)}:")
         self.indent += 1
         terms = " + ".join(f"math.exp({v} - _mn)" for v in vals)
@@ -471,6 +485,7 @@ def _zero(dt):
     return "False" if dt.kind == "b" else f"{dtype_name(dt)}(0)"
 
 
-def emit(program, target="cuda"):
-    """Python source (a module) defining one function named ``program.name``."""
-    return Emitter(program, target).module()
+def emit(program, target="cuda", arch=None):
+    """Python source (a module) defining one function named ``program.name``; ``arch``: the
+    compute capability the cuda source is for (None: any)."""
+    return Emitter(program, target, arch).module()

@@ -37,10 +37,16 @@ def use_simulator_if_no_gpu():
 
 
 @functools.lru_cache(maxsize=1)
-def clusters_available():
-    """Can this GPU launch thread-block clusters (compute capability 9.0 or newer)?"""
+def arch():
+    """The current GPU's compute capability (major, minor), or None without a GPU."""
     if gpu_count() == 0:
-        return False
+        return None
     from .cudadriver import current_device
     found = current_device()
-    return found is not None and found[1] >= (9, 0)
+    return found[1] if found is not None else None
+
+
+def clusters_available():
+    """Can this GPU launch thread-block clusters (compute capability 9.0 or newer)?"""
+    cc = arch()
+    return cc is not None and cc >= (9, 0)

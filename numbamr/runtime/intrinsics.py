@@ -157,6 +157,30 @@ def select(typingctx, cond, a, b):
     return sig, codegen
 
 
+def _nan_minmax(name, op):
+    @intrinsic
+    def fn(typingctx, a, b):
+        if not isinstance(a, types.Float) or not isinstance(b, types.Float):
+            return None
+        sig = types.float32(a, b)
+
+        def codegen(context, builder, sig, args):
+            f32 = ir.FloatType()
+            x, y = (context.cast(builder, v, t, types.float32) for v, t in zip(args, sig.args))
+            asm = ir.InlineAsm(ir.FunctionType(f32, [f32, f32]), f"{op}.NaN.f32 $0, $1, $2;",
+                               "=f,f,f")
+            return builder.call(asm, [x, y])
+        return sig, codegen
+    fn.__name__ = name
+    fn.__doc__ = (f"numpy's {'maximum' if op == 'max' else 'minimum'} of two float32 values "
+                  f"(NaN if either is NaN) as one ``{op}.NaN.f32`` (sm_80 and newer).")
+    return fn
+
+
+fmax_nan = _nan_minmax("fmax_nan", "max")
+fmin_nan = _nan_minmax("fmin_nan", "min")
+
+
 # ---- split rows: the blocks of a row exchange partials through global memory ------------
 # A block publishes a partial (xstore), then thread 0 announces it and waits until every
 # block of the row has (arrive_and_wait: fence, atomic add, spin on an atomic read, fence),
