@@ -203,7 +203,6 @@ class Linearizer:
             stores = [s for s in k.stores if s.group is g]
             if stores:
                 self.store_pass(g, stores)
-
         from .options import occupancy_shared
         grid = -(-k.nrows // L.rows_per_block) * L.split
         return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared,

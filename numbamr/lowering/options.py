@@ -19,7 +19,6 @@ MAX_SPLIT = 32
 # arrival counts in memory, bench/RESULTS.md)
 MAX_CLUSTER = 16
 THREADS_PER_SM = 2048
-CLUSTER_DEFAULT = 0
 
 
 @dataclass(frozen=True)
