@@ -129,3 +129,13 @@ def test_other_launch_errors_are_raised(fake_gpu):
     fake_gpu.answers.append(1)
     with pytest.raises(RuntimeError, match="CUDA error 1"):
         k.launch([1, 2], 0)
+
+
+def test_driver_errors_are_named_where_the_driver_names_them(monkeypatch):
+    def name_of(err, out):
+        ctypes.cast(out, ctypes.POINTER(ctypes.c_char_p))[0] = b"CUDA_ERROR_LAUNCH_FAILED"
+        return 0
+    monkeypatch.setattr(cudadriver, "_libcuda", types.SimpleNamespace(cuGetErrorName=name_of))
+    assert cudadriver.error_text(719) == "CUDA error 719 (CUDA_ERROR_LAUNCH_FAILED)"
+    monkeypatch.setattr(cudadriver, "_libcuda", types.SimpleNamespace())
+    assert cudadriver.error_text(719) == "CUDA error 719"

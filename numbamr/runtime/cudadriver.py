@@ -17,13 +17,23 @@ def driver():
     return _libcuda
 
 
+def error_text(err):
+    """``CUDA error <n> (<CUDA_ERROR_NAME>)``: the driver's name for an error code."""
+    name = ctypes.c_char_p()
+    try:
+        ok = driver().cuGetErrorName(ctypes.c_int(err), ctypes.byref(name)) == 0
+    except (OSError, AttributeError):
+        ok = False
+    return f"CUDA error {err}" + (f" ({name.value.decode()})" if ok and name.value else "")
+
+
 def memset32(pointer, value, count, stream):
     """cuMemsetD32Async: ``count`` 32-bit words at ``pointer`` set to ``value`` on
     ``stream``."""
     err = driver().cuMemsetD32Async(ctypes.c_uint64(pointer), ctypes.c_uint(value),
                                     ctypes.c_size_t(count), ctypes.c_void_p(stream))
     if err != 0:
-        raise RuntimeError(f"cuMemsetD32Async failed with CUDA error {err}")
+        raise RuntimeError(f"cuMemsetD32Async failed with {error_text(err)}")
 
 
 def current_context():

@@ -34,7 +34,7 @@ def allow_dynamic_shared(handle, nbytes):
                                        dev)
     if err != 0:
         raise RuntimeError(f"could not allow {nbytes} bytes of dynamic shared memory "
-                           f"(CUDA error {err})")
+                           f"({cudadriver.error_text(err)})")
 
 
 CUDA_ERROR_INVALID_CONTEXT = 201
@@ -84,7 +84,7 @@ class _DriverLaunch:
             cudadriver.driver().cuCtxSetCurrent(self._context)
             err = self._launch(pointers, stream)
         if err != 0:
-            raise RuntimeError(f"cuLaunchKernel failed with CUDA error {err}")
+            raise RuntimeError(f"cuLaunchKernel failed with {cudadriver.error_text(err)}")
 
 
 class Launcher:
@@ -153,7 +153,7 @@ def _check_coresident(handle, lk):
         lib.cuDeviceGetAttribute(ctypes.byref(sms), CU_DEVICE_ATTRIBUTE_SM_COUNT, dev)
     if err != 0:
         raise RuntimeError(f"kernel {lk.name}: could not read the GPU's multiprocessor count "
-                           f"(CUDA error {err})")
+                           f"({cudadriver.error_text(err)})")
     if lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(
             ctypes.byref(per_sm), ctypes.c_void_p(handle), ctypes.c_int(lk.block),
             ctypes.c_size_t(lk.program.dynamic_shared)) != 0:
@@ -189,7 +189,8 @@ def _make_cluster(handle, lk):
                                      ctypes.c_int(value))
         if err != 0:
             raise ArgumentError(f"kernel {lk.name}: the driver refused clusters of {split} "
-                                f"blocks (CUDA error {err} setting attribute {attr}): use "
+                                f"blocks ({cudadriver.error_text(err)} setting attribute "
+                                f"{attr}): use "
                                 f"cluster=0 or a smaller split=")
 
 
