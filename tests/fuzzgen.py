@@ -626,6 +626,11 @@ class _Builder:
             opts["layout"] = r.choice(["row", "col"])
         while opts.get("threads_per_row", 1) * opts.get("rows_per_block", 1) > 1024:
             opts["rows_per_block"] = max(1, opts["rows_per_block"] // 2)
+        # code choices, drawn apart so that the options above stay the same seed for seed
+        extra = np.random.default_rng([self.seed, 17])
+        for key in ("online", "reciprocal"):
+            if extra.random() < 0.15:
+                opts[key] = 0
         return opts
 
 
