@@ -426,7 +426,7 @@ class Emitter:
             return
         else:
             self.line("if tid == 0:")
-            self.line(f"    arrive_and_wait({ins.srcs[0]}, row, {split * (j + 1)})")
+            self.line(f"    arrive_and_wait({ins.srcs[0]}, tile, {split * (j + 1)})")
         self.line(f"cuda.syncthreads()  # exchange {j}: the row's partials are published")
 
     def op_barrier(self, ins):

@@ -229,11 +229,12 @@ class Linearizer:
             self.add("INDEX", ("rib",), ("tid",), arg=f"tid % {rb}")
         if L.split > 1:         # the blocks of a row are adjacent; each takes a segment
             seg_len = L.segment(k.groups[0])
-            self.add("INDEX", ("row",), ("bid",), arg=f"bid // {L.split}")
+            self.add("INDEX", ("tile",), ("bid",), arg=f"bid // {L.split}")
+            self.add("INDEX", ("row",), ("tile", "rib"),
+                     arg=f"tile * {rb} + rib" if rb > 1 else "tile")
             self.add("INDEX", ("seg",), ("bid",), arg=f"bid % {L.split}")
             self.add("INDEX", ("seg_base",), ("seg",), arg=f"seg * {seg_len}")
-            self.names.used |= {"seg", "seg_base"}
-            self.declare_exchange()
+            self.names.used |= {"tile", "seg", "seg_base"}
         else:
             self.add("INDEX", ("row",), ("bid", "rib"), arg=f"bid * {rb} + rib")
         self.names.used |= {"tid", "bid", "lane", "rib", "row"}
@@ -242,24 +243,31 @@ class Linearizer:
             self.add("INDEX", ("row_ok",), ("row",), arg=f"row < {k.nrows}")
             self.row_mask = "row_ok"
             self.names.used.add("row_ok")
+        if L.split > 1:
+            self.declare_exchange()
         for r in k.reduces:
             self.declare_shared(r)
         self.declare_stages()
 
     def declare_exchange(self):
         """Parameters of a split row's exchange: ``xpart`` holds each block's partial of
-        each reduce (as 64-bit patterns), ``xflag`` counts the arrivals at each row's
-        exchanges (zeroed before the launch; none when the row's blocks are a cluster)."""
+        each reduce for each of its rows (as 64-bit patterns, rows padded to whole blocks),
+        ``xflag`` counts the arrivals of each tile's blocks (a tile: the rows one block
+        holds) at its exchanges (zeroed before the launch; none when a tile's blocks are a
+        cluster)."""
         slots = sum(len(self.acc_spec(r)) for r in self.k.reduces
                     if r.id not in self.fused_second)
-        n = self.k.nrows * self.L.split
+        rb = self.L.rows_per_block
+        self.tiles = -(-self.k.nrows // rb)
+        self.xrows = self.tiles * rb
+        n = self.xrows * self.L.split
         self.xpart = self.names.new("xpart")
         self.xflag = None
         self.params.append((self.xpart, "scratch", np.dtype(np.int64), ("part", slots * n)))
         if not self.L.cluster:
             self.xflag = self.names.new("xflag")
             self.params.append((self.xflag, "scratch", np.dtype(np.int32),
-                                ("flag", self.k.nrows)))
+                                ("flag", self.tiles)))
         self.xslots = 0                   # exchange slots used so far
         self.xsyncs = 0                   # exchanges so far
 
@@ -487,14 +495,15 @@ class Linearizer:
         dts = [self._acc_dtype(r, j) for j in range(len(accs))]
 
         def at(slot, block):        # xpart is [slot][row][block of the row]
-            return f"{slot * self.k.nrows * split} + row * {split} + {block}"
+            return f"{slot * self.xrows * split} + row * {split} + {block}"
 
+        # the row's combined partial is in every thread of the row: its first one publishes
         self.add("COMMENT", arg=f"exchange #{r.id} across the {split} blocks of the row")
-        self.add("IF", srcs=("tid",), arg="tid == 0")
+        self.add("IF", srcs=("lane",), arg="lane == 0")
         for a, slot, dt in zip(accs, slots, dts):
             self.add("XSTORE", (), (self.xpart, a, "row", "seg"), arg=at(slot, "seg"), dtype=dt)
-        self.add("ENDIF", arg="tid == 0")
-        self.add("XSYNC", (), (self.xflag, "row", "tid") if self.xflag else (),
+        self.add("ENDIF", arg="lane == 0")
+        self.add("XSYNC", (), (self.xflag, "tile", "tid") if self.xflag else (),
                  arg=(self.xsyncs, split))
         self.xsyncs += 1
 

@@ -277,10 +277,6 @@ def _splittable(kernel, forced):
     """Why the rows of ``kernel`` cannot be split across blocks, or None if they can."""
     if len(kernel.groups) != 1:
         return "its rows have more than one loop"
-    if forced.layout == "col" or _prefers_col(kernel):
-        return "it has a column layout"
-    if (forced.rows_per_block or 1) != 1:
-        return "it has several rows per block"
     for r in kernel.reduces:
         if r.kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN):
             return "an arg-reduction's partials are not exchanged between blocks"
@@ -310,8 +306,9 @@ def _auto_split(kernel, forced, layout):
     ``layout`` would read twice (streamed or staged, two passes): segments of SPLIT_SEGMENT
     held in registers. None where that does not apply."""
     if forced.threads_per_row is not None or forced.upcast is not None or \
-            forced.stage is not None or not kernel.groups or _splittable(kernel, forced):
-        return None
+            forced.stage is not None or not kernel.groups or _splittable(kernel, forced) or \
+            layout.layout == "col" or forced.rows_per_block is not None:
+        return None     # (column layouts split only when forced: not measured yet)
     g, plan = kernel.groups[0], layout.groups[0]
     if plan.resident and not plan.staged:
         return None
@@ -351,8 +348,10 @@ def _choose_layout(kernel, forced, simulator, split=1):
         rb = max(1, min(target // t, _pow2_ceil(nrows), widest if layout == "col" else 1024))
         if simulator:
             rb = min(rb, 2)
-    if t * rb > 1024 or split > 1:
-        rb = 1 if split > 1 else max(1, 1024 // t)
+    if split > 1 and forced.rows_per_block is None and layout == "row":
+        rb = 1          # a split row layout: one row a block, its threads over the segment
+    if t * rb > 1024:
+        rb = max(1, 1024 // t)
     plans = []
     for g in kernel.groups:
         v = vectors[g.id]
