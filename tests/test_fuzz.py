@@ -41,6 +41,24 @@ def test_fuzz_simulator(seed):
     check_case(*make_case(seed))
 
 
+# seeds whose programs (with their drawn options) accept split=2 in the simulator
+SPLIT_SEEDS = [2024, 2025, 2027, 2038, 2064, 2071, 2073, 2086, 2097, 2102, 2117, 2119, 2141]
+
+
+@pytest.mark.parametrize("seed", SPLIT_SEEDS)
+def test_fuzz_split_rows(seed):
+    """Random programs with their rows split across two blocks, the blocks a cluster or not,
+    exchanging once (online forms) or exactly."""
+    source, fn, inputs, options = make_case(seed)
+    options = {**options, "split": 2, "cluster": seed % 2, "online": int(seed % 3 != 0)}
+    try:
+        got = nm.jit(**options)(fn)(*inputs)
+    except unsupported_errors() as e:
+        raise AssertionError(f"seed {seed} no longer splits ({e.plain_message}): pick "
+                             f"SPLIT_SEEDS anew\n\n{source}") from e
+    check_result(source, fn, inputs, got)
+
+
 @pytest.mark.ptx
 def test_fuzz_ptx():
     """Generated programs, lowered with the GPU heuristics at GPU sizes (forced options
