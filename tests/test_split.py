@@ -127,10 +127,10 @@ def test_cluster_option_leaves_rows_that_are_not_split_alone():
 
 
 def test_cluster_refused_before_compute_capability_9(monkeypatch):
-    from numbamr.runtime import cudadriver, launch
+    from numbamr.runtime import launch
     p = BY_NAME["softmax"]
     (k,) = _lowered(nm.jit(split=4, cluster=1)(p.fn), p.make(np.random.default_rng(0), 2, 2048))
-    monkeypatch.setattr(cudadriver, "current_device", lambda: (0, (8, 0)))
+    monkeypatch.setattr(launch, "arch", lambda: (8, 0))
     with pytest.raises(nm.NumbamrError, match="cluster=1 needs a GPU of compute capability 9.0"):
         launch._make_cluster(0, k)
 

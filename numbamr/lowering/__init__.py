@@ -47,9 +47,9 @@ class LoweredKernel:
 
 def lower_built(kernel, options=None, simulator=False, aligned=None, targets=None):
     """Layout, linear program, verification and source for an analyzed kernel."""
-    from ..runtime.device import arch
+    from ..runtime.device import arch, clusters_available
     cc = None if simulator else arch()
-    layout = choose(kernel, options, simulator, clusters=cc is not None and cc >= (9, 0))
+    layout = choose(kernel, options, simulator, clusters=not simulator and clusters_available(cc))
     fusions = find_fusions(kernel, layout)
     program = verify(linearize(kernel, layout, aligned, simulator, fusions))
     return LoweredKernel(kernel.name, kernel, layout, program, emit(program, "cuda", cc),

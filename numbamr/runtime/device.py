@@ -46,7 +46,10 @@ def arch():
     return found[1] if found is not None else None
 
 
-def clusters_available():
-    """Can this GPU launch thread-block clusters (compute capability 9.0 or newer)?"""
-    cc = arch()
-    return cc is not None and cc >= (9, 0)
+CLUSTER_ARCH = (9, 0)      # thread-block clusters: sm_90 and newer
+
+
+def clusters_available(cc=None):
+    """Can this GPU (or one of compute capability ``cc``) launch thread-block clusters?"""
+    cc = arch() if cc is None else cc
+    return cc is not None and tuple(cc) >= CLUSTER_ARCH

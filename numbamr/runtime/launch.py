@@ -14,6 +14,7 @@ from .. import dtypes, settings
 from ..errors import ArgumentError, DTypeError
 from . import arrays, binary, cudadriver, simmath
 from .compile import jit_kernel, source_path
+from .device import CLUSTER_ARCH, arch, clusters_available
 
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
@@ -56,12 +57,12 @@ class _DriverLaunch:
         self.values = (ctypes.c_uint64 * n)()
         base = ctypes.addressof(self.values)
         self._slots = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
-        one = ctypes.c_uint(1)
-        self.head = (ctypes.c_void_p(int(handle)), ctypes.c_uint(grid), one, one,
-                     ctypes.c_uint(block), one, one, ctypes.c_uint(shared))
-        self.params = ctypes.c_void_p(ctypes.addressof(self._slots))
-        # the same arguments as plain integers, for CuPy's binding (FastPath)
+        # function, grid, block, shared bytes: plain integers for CuPy's binding (FastPath),
+        # C values for ctypes
         self.raw_head = (int(handle), grid, 1, 1, block, 1, 1, shared)
+        self.head = (ctypes.c_void_p(self.raw_head[0]),) + \
+            tuple(ctypes.c_uint(v) for v in self.raw_head[1:])
+        self.params = ctypes.c_void_p(ctypes.addressof(self._slots))
         self.lock = threading.Lock()
         # the context the kernel was loaded in: a thread that has never touched the GPU
         # has no current context, and the driver answers such a launch with an error
@@ -172,11 +173,11 @@ PORTABLE_CLUSTER = 8
 def _make_cluster(handle, lk):
     """Launch ``handle`` in clusters of a split row's blocks (the hardware starts a cluster's
     blocks together, so they never wait on a block that has not started)."""
-    device = cudadriver.current_device()
-    if device is None or device[1] < (9, 0):
+    cc = arch()
+    if not clusters_available(cc):
         raise ArgumentError(f"kernel {lk.name}: option cluster=1 needs a GPU of compute "
-                            f"capability 9.0 or newer (this one: "
-                            f"{'none' if device is None else '%d.%d' % device[1]})")
+                            f"capability {'%d.%d' % CLUSTER_ARCH} or newer (this one: "
+                            f"{'none' if cc is None else '%d.%d' % cc})")
     lib = cudadriver.driver()
     split = lk.layout.split
     attrs = [(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)] \
@@ -190,8 +191,7 @@ def _make_cluster(handle, lk):
         if err != 0:
             raise ArgumentError(f"kernel {lk.name}: the driver refused clusters of {split} "
                                 f"blocks ({cudadriver.error_text(err)} setting attribute "
-                                f"{attr}): use "
-                                f"cluster=0 or a smaller split=")
+                                f"{attr}): use cluster=0 or a smaller split=")
 
 
 def make_launchers(lowered, simulator):

@@ -64,10 +64,3 @@ PHASE = [0]
 def sim_phase():
     return PHASE[0]
 
-
-def arrive_and_wait(flags, row, target):
-    raise AssertionError("the simulator runs split rows in phases, without waiting")
-
-
-def cluster_sync():
-    raise AssertionError("the simulator runs split rows in phases, without waiting")
