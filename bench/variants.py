@@ -4,10 +4,14 @@
     python bench/variants.py --ops softmax --shapes 1024x65536 \
         --variants "threads_per_row=256,unroll=8;threads_per_row=1024"
 
+A variant may also set the scheduler's thresholds for splitting a long reduction over few
+rows into two kernels (``sched_min_extent=8192``, ``sched_min_blocks=...``).
+
 Each variant is checked against float64 NumPy before it is timed; the copy ceiling is
 measured in the same run. Prints one table: GB/s per (cell, variant).
 """
 import argparse
+import contextlib
 import os
 import sys
 
@@ -26,12 +30,35 @@ DEFAULT_VARIANTS = [
 ]
 
 
+# study knobs that are not kernel options: the scheduler's thresholds for splitting a long
+# reduction over few rows into two kernels (numbamr.schedule), set for one variant only
+SCHEDULE_KNOBS = {"sched_min_extent": "SPLIT_MIN_EXTENT", "sched_min_blocks": "SPLIT_MIN_BLOCKS",
+                  "sched_target_blocks": "SPLIT_TARGET_BLOCKS"}
+
+
 def parse(variant):
-    opts = {}
+    """(kernel options, scheduler thresholds) of one variant's text."""
+    opts, sched = {}, {}
     for item in filter(None, variant.split(",")):
-        k, v = item.split("=")
-        opts[k.strip()] = v.strip() if k.strip() == "layout" else int(v)
-    return opts
+        k, v = (t.strip() for t in item.split("="))
+        if k in SCHEDULE_KNOBS:
+            sched[SCHEDULE_KNOBS[k]] = int(v)
+        else:
+            opts[k] = v if k == "layout" else int(v)
+    return opts, sched
+
+
+@contextlib.contextmanager
+def scheduler_thresholds(values):
+    from numbamr import schedule
+    saved = {k: getattr(schedule, k) for k in values}
+    for k, v in values.items():
+        setattr(schedule, k, v)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            setattr(schedule, k, v)
 
 
 def main():
@@ -66,8 +93,10 @@ def main():
             cells = []
             for v in variants:
                 try:
-                    jf = nm.jit(**parse(v))(fn)
-                    got = [to_host(g) for g in flat_outputs(jf(*dev))]
+                    opts, sched = parse(v)
+                    jf = nm.jit(**opts)(fn)
+                    with scheduler_thresholds(sched):      # the first call lowers
+                        got = [to_host(g) for g in flat_outputs(jf(*dev))]
                     err = max(rel_err(g, r) for g, r in zip(got, ref))
                     if err > (2e-3 if args.dtype == "float16" else 1e-4):
                         cells.append(f"wrong {err:.1e}")

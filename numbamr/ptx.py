@@ -53,6 +53,8 @@ def inspect(entry, cc=(9, 0)):
         "vector_bytes": sorted({int(n) * int(bits) // 8 for n, bits in re.findall(
             r"(?:ld|st)\.global(?:\.\w+)*?\.v([248])\.[fbsu](\d+)", ptx)}),
         "cluster_barriers": len(re.findall(r"barrier\.cluster\.(?:arrive|wait)", ptx)),
+        "async_stores": len(re.findall(r"\bst\.async\.", ptx)),
+        "mbarrier_waits": len(re.findall(r"\bmbarrier\.try_wait\.", ptx)),
         "atomics": len(re.findall(r"\batom\.", ptx)),
         "nan_minmax": len(re.findall(r"\b(?:max|min)\.NaN\.f32", ptx)),
         "nan_tests": len(re.findall(r"setp\.nan\.f32", ptx)),

@@ -47,12 +47,13 @@ def test_split_rows_match_numpy(name, split, rows, cols, options):
     (k,) = _lowered(fn, inputs)
     rb = options.get("rows_per_block", 1)
     assert k.layout.split == split and k.grid == -(-rows // rb) * split
-    assert ("xstore(" in k.source) == bool(k.kernel.reduces)
     # unforced, a split row is a cluster where the GPU launches clusters (never here in CI)
     cluster = bool(options["cluster"]) if "cluster" in options else \
         (not SIMULATOR and clusters_available())
     assert k.layout.cluster == cluster
-    assert ("cluster_sync()" in k.source) == (cluster and bool(k.kernel.reduces))
+    publish = "xsend(" if cluster else "xstore("      # k.source: the GPU's source
+    assert (publish in k.source) == bool(k.kernel.reduces)
+    assert ("xbar_wait(" in k.source) == (cluster and bool(k.kernel.reduces))
     assert ("arrive_and_wait(" in k.source) == (not cluster and bool(k.kernel.reduces))
     run_and_check(p, inputs, jitted=fn)
 
@@ -136,9 +137,11 @@ def test_cluster_refused_before_compute_capability_9(monkeypatch):
 
 
 @pytest.mark.ptx
-def test_cluster_rows_compile_to_cluster_barriers_without_atomics():
-    """A split row whose blocks are a cluster waits at the cluster's barrier (no arrival
-    counts, no atomics), one barrier per exchange, without spills."""
+def test_cluster_rows_exchange_through_shared_memory_without_atomics():
+    """A split row whose blocks are a cluster sends its partials to every block's shared
+    memory (``st.async``, one per block of the row and partial) and waits on an mbarrier per
+    exchange: one cluster barrier in all (arrive, wait), no arrival counts, no atomics, no
+    spills."""
     from test_ptx import lower_for_gpu, compile_report
     rng = np.random.default_rng(0)
     kernels = []
@@ -149,8 +152,11 @@ def test_cluster_rows_compile_to_cluster_barriers_without_atomics():
     for k, r in zip(kernels, compile_report(kernels)):
         assert r["ok"], r["error"]
         assert k.layout.split == 8 and k.layout.cluster
-        exchanges = k.source.count("cluster_sync()")
-        assert exchanges >= 1 and r["cluster_barriers"] == 2 * exchanges, (k.name, r)
+        exchanges = k.source.count("xbar_wait(")
+        sends = k.source.count("xsend(")
+        assert exchanges >= 1 and r["mbarrier_waits"] == exchanges, (k.name, r)
+        assert r["async_stores"] == 8 * sends >= 8 * exchanges, (k.name, r)
+        assert r["cluster_barriers"] == 2, (k.name, r)
         assert r["atomics"] == 0, (k.name, r)
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
 
@@ -202,7 +208,7 @@ def test_long_two_pass_rows_are_split_and_compile_without_spills(cluster):
         assert k.layout.split == 8 and k.grid == 8192 and k.block == 256, name
         if cluster:
             want = 1 if name == "rmsnorm" else 2
-            assert k.source.count("cluster_sync()") == want, f"{name}: {want} exchanges"
+            assert k.source.count("xbar_wait(") == want, f"{name}: {want} exchanges"
         else:
             assert k.source.count("arrive_and_wait(") == 1, f"{name}: one exchange"
     for name, k in streamed:

@@ -144,6 +144,8 @@ class Emitter:
         self.p, self.target = program, target
         # float32 max/min as one max.NaN/min.NaN instruction (sm_80 and newer)
         self.native = target == "cuda" and arch is not None and tuple(arch) >= (8, 0)
+        # a split row's blocks are a cluster: partials go to each block's shared memory
+        self.dsmem = target == "cuda" and program.layout.cluster
         self.lines, self.indent = [], 1
         self.scratch = {}              # (reduce id, dtype) -> scratch array (sim shuffles)
         self.dtype_of = {}             # value name -> dtype (a cast must know its source's)
@@ -169,9 +171,11 @@ class Emitter:
         head.append(f"from numbamr.runtime.{lib} import select" +
                     (", vload, vstore" if self.target == "cuda" else "") +
                     (", fmax_nan, fmin_nan" if self.native else ""))
-        if any(kind == "scratch" for _, kind, _, _ in p.params):
-            wait = "sim_phase" if self.target == "sim" else \
-                "cluster_sync" if p.layout.cluster else "arrive_and_wait"
+        if self.dsmem:
+            head.append("from numbamr.runtime.intrinsics import cluster_arrive, cluster_wait, "
+                        "xbar_arm, xbar_wait, xsend")
+        elif any(kind == "scratch" for _, kind, _, _ in p.params):
+            wait = "sim_phase" if self.target == "sim" else "arrive_and_wait"
             head.append(f"from numbamr.runtime.{lib} import {wait}, xload, xstore")
         if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params):
             head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, f32_to_bf16")
@@ -183,6 +187,8 @@ class Emitter:
         if self.target == "sim":
             self.line("math.quiet()")
             self.declare_scratch()
+        if self.dsmem:
+            self.declare_cluster_exchange()
         instrs, i = p.instrs, 0
         while i < len(instrs):
             masked = _masked_accs(instrs, i)
@@ -404,12 +410,46 @@ class Emitter:
         self.line(f"{ins.out[0]} = {got if _xdt(dt) == dt else _cast_text(got, dt)}")
 
     # ---- split rows: partials exchanged through memory between the blocks of a row ------
+    def declare_cluster_exchange(self):
+        """A cluster's exchange buffers: ``xsm[slot][row of the block][block of the row]``
+        (float64 bits) and one mbarrier per exchange, armed for the bytes it brings (every
+        row of every block of the cluster sends each of the exchange's slots)."""
+        split, rb = self.p.layout.split, self.p.layout.rows_per_block
+        slots = {}                      # exchange -> its slots
+        for ins in self.p.instrs:
+            if ins.op == "XSTORE":
+                slots.setdefault(ins.arg[3], set()).add(ins.arg[1])
+        nslots = 1 + max(max(s) for s in slots.values())
+        self.line(f"xsm = cuda.shared.array({nslots * rb * split}, float64)"
+                  "  # every block's partials")
+        self.line(f"xbar = cuda.shared.array({len(slots)}, uint64)  # one mbarrier an exchange")
+        self.line("if cuda.threadIdx.x == 0:")
+        for j in sorted(slots):
+            self.line(f"    xbar_arm(xbar, {j}, {len(slots[j]) * rb * split * 8})")
+        self.line("cluster_arrive()  # waited for before the first partial is sent")
+
+    def _xsm_index(self, slot, block):
+        split, rb = self.p.layout.split, self.p.layout.rows_per_block
+        return f"{slot * rb * split} + rib * {split} + {block}"
+
+    def op_xopen(self, ins):
+        if self.dsmem and ins.arg == 0:
+            self.line("cluster_wait()  # every block of the cluster has armed its mbarriers")
+
     def op_xstore(self, ins):
         buf, val = ins.srcs[0], ins.srcs[1]
-        self.line(f"xstore({buf}, {ins.arg}, {val})")
+        index, slot, block, j = ins.arg
+        if self.dsmem:
+            self.line(f"xsend(xsm, {self._xsm_index(slot, block)}, {val}, xbar, {j}, "
+                      f"{self.p.layout.split})")
+        else:
+            self.line(f"xstore({buf}, {index}, {val})")
 
     def op_xload(self, ins):
-        self.line(f"{ins.out[0]} = {_cast_text(f'xload({ins.srcs[0]}, {ins.arg})', ins.dtype)}")
+        index, slot, block = ins.arg
+        got = f"xsm[{self._xsm_index(slot, block)}]" if self.dsmem else \
+            f"xload({ins.srcs[0]}, {index})"
+        self.line(f"{ins.out[0]} = {_cast_text(got, ins.dtype)}")
 
     def op_xsync(self, ins):
         """Wait until every block of the row has published exchange ``j``. The simulator
@@ -421,8 +461,8 @@ class Emitter:
         if self.target == "sim":
             self.line(f"if sim_phase() == {j}:")
             self.line("    return")
-        elif not ins.srcs:
-            self.line(f"cluster_sync()  # exchange {j}: the row's partials are published")
+        elif self.dsmem:
+            self.line(f"xbar_wait(xbar, {j})  # exchange {j}: the row's partials have arrived")
             return
         else:
             self.line("if tid == 0:")

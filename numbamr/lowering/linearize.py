@@ -50,7 +50,9 @@ class Program:
     ALU, CAST, DEFINE_ACC, ACC (accumulate), SHFL (warp exchange), SHARED (declare a
     shared array), SHARED_STORE, SHARED_LOAD, COMBINE, BARRIER, STORE, VSTORE, LOOP/ENDLOOP,
     IF/ENDIF, PASS/ENDPASS (markers around the chunks of a resident pass), COMMENT;
-    split rows only: XSTORE (publish a partial), XSYNC (wait for the row's blocks), XLOAD.
+    split rows only: XOPEN (an exchange begins), XSTORE (publish a partial), XSYNC (wait
+    for the row's blocks), XLOAD (read a partial). XSTORE's arg: (index into xpart, slot,
+    block of the row, exchange); XLOAD's: (index into xpart, slot, block of the row).
     """
     name: str
     instrs: list
@@ -78,7 +80,9 @@ _RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {
     "math", "cuda", "inf", "nan", "vload", "vstore", "select", "bf16_to_f32", "f32_to_bf16",
     "boolean", "int8", "int16", "int32",
     "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
-    "_hi", "_nn", "_d", "_mn", "_cmu", "_cm2", "_take"}       # the emitter's scratch names
+    "_hi", "_nn", "_d", "_mn", "_cmu", "_cm2", "_take",       # the emitter's scratch names
+    "xsm", "xbar", "xload", "xstore", "xsend", "xbar_arm", "xbar_wait", "cluster_arrive",
+    "cluster_wait", "cluster_sync", "arrive_and_wait", "sim_phase", "fmax_nan", "fmin_nan"}
 
 
 # shared-memory partials combined without a loop (see combine_partials): a row layout has at
@@ -499,9 +503,11 @@ class Linearizer:
 
         # the row's combined partial is in every thread of the row: its first one publishes
         self.add("COMMENT", arg=f"exchange #{r.id} across the {split} blocks of the row")
+        self.add("XOPEN", arg=self.xsyncs)
         self.add("IF", srcs=("lane",), arg="lane == 0")
         for a, slot, dt in zip(accs, slots, dts):
-            self.add("XSTORE", (), (self.xpart, a, "row", "seg"), arg=at(slot, "seg"), dtype=dt)
+            self.add("XSTORE", (), (self.xpart, a, "row", "seg"),
+                     arg=(at(slot, "seg"), slot, "seg", self.xsyncs), dtype=dt)
         self.add("ENDIF", arg="lane == 0")
         self.add("XSYNC", (), (self.xflag, "tile", "tid") if self.xflag else (),
                  arg=(self.xsyncs, split))
@@ -509,7 +515,8 @@ class Linearizer:
 
         def load(names, i):
             for nm, slot, dt in zip(names, slots, dts):
-                self.add("XLOAD", (nm,), (self.xpart, "row"), arg=at(slot, i), dtype=dt)
+                self.add("XLOAD", (nm,), (self.xpart, "row"), arg=(at(slot, i), slot, i),
+                         dtype=dt)
         return self.combine_in_order(r, kind, load, split, dts, "x")
 
     def combine_partials(self, r, kind, smem, count):

@@ -256,3 +256,121 @@ def cluster_sync(typingctx):
         builder.call(asm, [])
         return context.get_dummy_value()
     return sig, codegen
+
+
+# ---- split rows as clusters: partials sent to every block's shared memory ----------------
+# A cluster's blocks can write each other's shared memory. Each exchange has an mbarrier in
+# every block, armed at the start for the bytes the exchange will bring. A row's first thread
+# sends its partial to every block of the cluster (``st.async``: the write itself counts the
+# bytes off the receiver's mbarrier), and each thread waits on its own block's mbarrier: no
+# fence, no round trip through global memory, no cluster-wide barrier per exchange. One
+# cluster barrier at the start (arrive early, wait just before the first send) makes sure
+# every block's mbarriers are armed before anyone writes to them. A block receives nothing
+# after its last wait, and every block waits for every other block's partials, so no block
+# can exit while another still writes to it.
+
+def _shared_address(context, builder, arrty, arr, idx):
+    """The 32-bit shared-memory address of ``arr[idx]`` (``arr`` a shared array)."""
+    ptr = _element_pointer(context, builder, arrty, arr, idx)
+    byte = builder.bitcast(ptr, ir.IntType(8).as_pointer())
+    local = builder.addrspacecast(byte, ir.PointerType(ir.IntType(8), 3))
+    return builder.ptrtoint(local, ir.IntType(32))
+
+
+def _asm(builder, text, constraints, args=(), result=ir.VoidType()):
+    fnty = ir.FunctionType(result, [a.type for a in args])
+    return builder.call(ir.InlineAsm(fnty, text, constraints + (",~{memory}" if constraints
+                                                                else "~{memory}"),
+                                     side_effect=True), list(args))
+
+
+def _i32(context, builder, value, ty):
+    return context.cast(builder, value, ty, types.int32)
+
+
+@intrinsic
+def xbar_arm(typingctx, bars, idx, nbytes):
+    """Initialize mbarrier ``bars[idx]`` for one arrival and arrive on it expecting
+    ``nbytes`` of sent partials (one thread of the block, before the cluster barrier)."""
+    sig = types.void(bars, idx, nbytes)
+
+    def codegen(context, builder, sig, args):
+        addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
+        count = _i32(context, builder, args[2], sig.args[2])
+        _asm(builder, "mbarrier.init.shared::cta.b64 [$0], 1;\n\t"
+                      "fence.mbarrier_init.release.cluster;\n\t"
+                      "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+             "r,r", (addr, count))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def cluster_arrive(typingctx):
+    """Arrive at the cluster barrier without ordering any memory access (relaxed); the
+    mbarrier initializations before it are released by their own fence."""
+    sig = types.void()
+
+    def codegen(context, builder, sig, args):
+        _asm(builder, "barrier.cluster.arrive.relaxed;", "")
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def cluster_wait(typingctx):
+    """Wait until every thread of the cluster has arrived (acquire)."""
+    sig = types.void()
+
+    def codegen(context, builder, sig, args):
+        _asm(builder, "barrier.cluster.wait.acquire;", "")
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def xsend(typingctx, buf, idx, value, bars, bar, nblocks):
+    """Write ``value`` (as a float64) to ``buf[idx]`` in each of the cluster's ``nblocks``
+    blocks (a literal), counting its 8 bytes off that block's mbarrier ``bars[bar]``."""
+    if not isinstance(value, types.Float) or not isinstance(nblocks, types.IntegerLiteral):
+        return None
+    sig = types.void(buf, idx, value, bars, bar, nblocks)
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
+        mbar = _shared_address(context, builder, sig.args[3], args[3], args[4])
+        v = context.cast(builder, args[2], sig.args[2], types.float64)
+        bits = builder.bitcast(v, ir.IntType(64))
+        for rank in range(nblocks.literal_value):
+            _asm(builder, "{\n\t.reg .b32 ra, rb;\n\t"
+                          "mapa.shared::cluster.u32 ra, $0, $2;\n\t"
+                          "mapa.shared::cluster.u32 rb, $1, $2;\n\t"
+                          "st.async.shared::cluster.mbarrier::complete_tx::bytes.b64 "
+                          "[ra], $3, [rb];\n\t}",
+                 "r,r,r,l", (addr, mbar, ir.Constant(i32, rank), bits))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def xbar_wait(typingctx, bars, idx):
+    """Wait until mbarrier ``bars[idx]`` has completed its first phase (every partial of
+    the exchange arrived); acquires the partials for this thread."""
+    sig = types.void(bars, idx)
+
+    def codegen(context, builder, sig, args):
+        i32 = ir.IntType(32)
+        addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
+        spin = builder.append_basic_block("xbar_spin")
+        done = builder.append_basic_block("xbar_done")
+        builder.branch(spin)
+        builder.position_at_end(spin)
+        ready = _asm(builder, "{\n\t.reg .pred p;\n\t"
+                              "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 "
+                              "p, [$1], 0;\n\tselp.u32 $0, 1, 0, p;\n\t}",
+                     "=r,r", (addr,), i32)
+        builder.cbranch(builder.icmp_signed("!=", ready, ir.Constant(i32, 0)), done, spin)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
+    return sig, codegen
