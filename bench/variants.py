@@ -33,6 +33,7 @@ DEFAULT_VARIANTS = [
 # study knobs that are not kernel options: the scheduler's thresholds for splitting a long
 # reduction over few rows into two kernels (numbamr.schedule), set for one variant only
 SCHEDULE_KNOBS = {"sched_min_extent": "SPLIT_MIN_EXTENT", "sched_min_blocks": "SPLIT_MIN_BLOCKS",
+                  "sched_min_extent_col": "SPLIT_MIN_EXTENT_COL",
                   "sched_target_blocks": "SPLIT_TARGET_BLOCKS"}
 
 

@@ -12,7 +12,7 @@ import threading
 from . import dtypes, settings
 from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc
 from .graph import format_graph
-from .lowering import lower_built, KernelOptions
+from .lowering import lower_built, split_into_cluster, KernelOptions
 from .runtime import arrays
 from .runtime.launch import prepare_leaves, run, make_launchers, FastPath, fast_key
 from .schedule import schedule, format_schedule
@@ -140,7 +140,8 @@ class JitFunction:
             check_out(outs, [(o.dtype, o.shape) for o in outputs])
             out_layouts = {i: (a.strides, a.offset) for i, a in enumerate(outs)}
         groups, temps = schedule(graph, outputs, layouts, _ident(self.__name__), names,
-                                 out_layouts)
+                                 out_layouts,
+                                 lambda k: split_into_cluster(k, self.options, sim))
         aligned |= {("in", t.name) for t in temps}
         kernels = []
         for g in groups:

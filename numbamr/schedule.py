@@ -22,6 +22,8 @@ from .ops import Op, ReduceKind
 SPLIT_KINDS = {ReduceKind.SUM, ReduceKind.MAX, ReduceKind.MIN, ReduceKind.PROD}
 SPLIT_MIN_BLOCKS = 264          # reductions that would fill fewer blocks than this (2 per SM)
 SPLIT_MIN_EXTENT = 1 << 14      # ... and reduce at least this many elements a row are split
+SPLIT_MIN_EXTENT_COL = 1 << 13  # (columns: 8192 x 8192 column variance measured 11% faster
+                                # split in four on the H200, bench/RESULTS.md)
 SPLIT_TARGET_BLOCKS = 1024      # ... into segments, until about this many blocks
 SPLIT_MIN_SEGMENT = 2048
 COL_ROWS_PER_BLOCK = 32         # rows a block takes when reduced axes are not contiguous
@@ -91,8 +93,10 @@ class Scheduler:
         kind, axes = n.arg
         rows = int(np.prod(n.shape, dtype=np.int64))
         extent = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
-        blocks = rows if src.ndim - 1 in axes else -(-rows // COL_ROWS_PER_BLOCK)
-        if kind not in SPLIT_KINDS or blocks >= SPLIT_MIN_BLOCKS or extent < SPLIT_MIN_EXTENT:
+        contiguous = src.ndim - 1 in axes
+        blocks = rows if contiguous else -(-rows // COL_ROWS_PER_BLOCK)
+        least = SPLIT_MIN_EXTENT if contiguous else SPLIT_MIN_EXTENT_COL
+        if kind not in SPLIT_KINDS or blocks >= SPLIT_MIN_BLOCKS or extent < least:
             return 1
         return _segments(extent, -(-SPLIT_TARGET_BLOCKS // blocks))
 
@@ -338,11 +342,25 @@ def _segments(extent, most):
     return best
 
 
-def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None):
-    """Kernel groups (in launch order) and temporaries for ``outputs``."""
+def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip=None):
+    """Kernel groups (in launch order) and temporaries for ``outputs``.
+
+    ``on_chip(kernel)``: whether the lowering keeps ``kernel``'s rows on chip by splitting
+    each across a cluster of blocks. Where the long reductions over few rows would be split
+    into several kernels, but one kernel holding the rows that way computes everything,
+    the one kernel is taken: the kernels would read the rows again for every reduction
+    that depends on another (softmax, layernorm at 128 x 65536 on the H200: 1369 and
+    1940 GB/s as kernels, 3211 and 2883 as one, bench/RESULTS.md)."""
+    targets = [("out", i) for i in range(len(outputs))]
     s = Scheduler(graph, layouts, name, arg_names, out_layouts)
     split = s.split_long_reductions(outputs)
-    s.schedule(split, [("out", i) for i in range(len(outputs))])
+    if on_chip is not None and any(a is not b for a, b in zip(split, outputs)):
+        whole = Scheduler(graph, layouts, name, arg_names, out_layouts)
+        whole.schedule(outputs, targets)
+        groups = merge_groups(whole)
+        if len(groups) == 1 and on_chip(groups[0].kernel):
+            return groups, whole.temps
+    s.schedule(split, targets)
     return merge_groups(s), s.temps
 
 

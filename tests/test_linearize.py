@@ -234,14 +234,26 @@ def test_blocks_per_sm_asks_for_shared_memory_that_leaves_no_room_for_more():
         assert f"dynamic_shared={k.program.dynamic_shared}" in k.source
 
 
-@pytest.mark.parametrize("shape,columns,threads", [((8192, 8192), 32, 32),
-                                                   ((1024, 65536), 128, 8)])
+@pytest.mark.parametrize("shape,columns,threads", [((8192, 16384), 64, 16),
+                                                   ((1024, 65536), 128, 4),
+                                                   ((4096, 8192), 32, 32)])
 def test_column_layouts_take_wide_blocks_while_blocks_remain(shape, columns, threads):
-    """Column variance: 128 columns a block where 256 blocks remain, else 32."""
+    """Column variance: 128 columns a block where 256 blocks remain, else 64 or 32; as
+    many threads down each column as keep the grid to one wave (2 * 132 * 1024 threads)."""
     p = BY_NAME["column_var"]
     (k,) = lower_for_gpu(p.fn, (np.empty(shape, np.float32),)).kernels
     assert k.layout.layout == "col"
     assert (k.layout.rows_per_block, k.layout.threads_per_row) == (columns, threads)
+    assert k.grid * k.block <= 2 * 132 * 1024
+
+
+def test_column_reductions_over_few_columns_split_into_two_kernels():
+    """8192 x 8192 column variance: 8192 columns fill fewer than 264 blocks of 32, so the
+    reduction is split in four segments (shifted sums) and combined by a second kernel."""
+    p = BY_NAME["column_var"]
+    first, second = lower_for_gpu(p.fn, (np.empty((8192, 8192), np.float32),)).kernels
+    assert first.kernel.nrows == 4 * 8192 and first.block * first.grid <= 2 * 132 * 1024
+    assert second.kernel.nrows == 8192 and 0 not in second.kernel.inputs
 
 
 def test_half_outputs_are_rounded_once():

@@ -55,6 +55,7 @@ def test_each_kernel_is_as_fused_as_it_can_be():
 def test_long_reductions_over_few_rows_spread_over_blocks(monkeypatch):
     """A whole-array sum is split into segments (one block each) and combined after."""
     monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
+    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 64)
     monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 16)
     x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
     prog = Program("whole_array", whole_array, None)
@@ -108,6 +109,7 @@ def test_split_variance_reads_the_input_once(monkeypatch, offset):
     float64), and the result stays within 1e-5 of float64 NumPy even when the data sit far
     from zero (mean / std = 1e4)."""
     monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
+    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 64)
     monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 16)
     x = (np.random.default_rng(2).standard_normal((256, 8)) + offset).astype(np.float32)
 
@@ -132,6 +134,7 @@ def test_split_centered_max_reads_the_input_once(monkeypatch, special):
     (max, min and sum of each segment together), and NaN and inf come out as NumPy's
     (a mean of -inf makes x - mean NaN where x is -inf)."""
     monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
+    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 64)
     monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 16)
     x = np.random.default_rng(3).standard_normal((256, 8)).astype(np.float32)
     values = {"none": [], "nan": [np.nan], "-inf": [-np.inf], "+inf": [np.inf],

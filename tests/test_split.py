@@ -319,7 +319,8 @@ def test_split_rows_read_this_calls_partials(cluster):
 
 @pytest.mark.ptx
 def test_forced_column_splits_compile_without_spills():
-    """Column variance at GPU sizes, split 8 ways when forced (tiles of 32 columns), with
+    """Column variance at GPU sizes (16384 columns: one kernel), split 8 ways when forced
+    (tiles of 32 columns), with
     arrival counts and as a cluster, streamed or resident: each compiles for sm_90 without
     spills, with the exchange it was asked for."""
     from test_ptx import lower_for_gpu, compile_report
@@ -327,7 +328,7 @@ def test_forced_column_splits_compile_without_spills():
     kernels = []
     for options in (dict(split=8, cluster=0), dict(split=8, cluster=1),
                     dict(split=8, cluster=1, threads_per_row=32)):
-        x = np.empty((8192, 8192), np.float32)
+        x = np.empty((8192, 16384), np.float32)
         (k,) = lower_for_gpu(nm.jit(**options)(p.fn), (x,)).kernels
         assert k.layout.layout == "col" and k.layout.split == 8 and k.layout.rows_per_block > 1
         kernels.append(k)

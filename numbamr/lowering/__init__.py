@@ -1,6 +1,7 @@
 """Lowering: one kernel group -> Kernel -> Layout -> linear program -> verified -> source."""
 from dataclasses import dataclass
 
+from ..errors import ArgumentError
 from .kernel import build_kernel, format_kernel
 from .options import KernelOptions, choose
 from .linearize import linearize, format_program
@@ -21,7 +22,7 @@ class LoweredKernel:
     layout: object          # lowering.options.Layout
     program: object         # lowering.linearize.Program
     source: str             # numba.cuda source (GPU target)
-    sim_source: str         # the same kernel for numba's CPU simulator
+    sim_source: str         # the same kernel for numba's CPU simulator (lowered for it)
     targets: list = None
 
     @property
@@ -53,7 +54,19 @@ def lower_built(kernel, options=None, simulator=False, aligned=None, targets=Non
     fusions = find_fusions(kernel, layout)
     program = verify(linearize(kernel, layout, aligned, simulator, fusions))
     return LoweredKernel(kernel.name, kernel, layout, program, emit(program, "cuda", cc),
-                         emit(program, "sim"), targets)
+                         emit(program, "sim") if simulator else None, targets)
+
+
+def split_into_cluster(kernel, options=None, simulator=False):
+    """Whether ``kernel``'s rows would be split across a cluster of blocks on this GPU."""
+    from ..runtime.device import clusters_available
+    if simulator:
+        return False
+    try:
+        layout = choose(kernel, options, False, clusters=clusters_available())
+    except ArgumentError:       # options this kernel cannot take: lowering it will say so
+        return False
+    return layout.split > 1 and layout.cluster
 
 
 def lower_kernel(name, outputs, layouts, out_layouts, options=None, simulator=False,
@@ -62,5 +75,5 @@ def lower_kernel(name, outputs, layouts, out_layouts, options=None, simulator=Fa
     return lower_built(kernel, options, simulator, aligned)
 
 
-__all__ = ["lower_kernel", "lower_built", "LoweredKernel", "KernelOptions", "choose",
+__all__ = ["lower_kernel", "lower_built", "split_into_cluster", "LoweredKernel", "KernelOptions", "choose",
            "format_kernel", "format_program"]

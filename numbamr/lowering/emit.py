@@ -145,7 +145,8 @@ class Emitter:
         # float32 max/min as one max.NaN/min.NaN instruction (sm_80 and newer)
         self.native = target == "cuda" and arch is not None and tuple(arch) >= (8, 0)
         # a split row's blocks are a cluster: partials go to each block's shared memory
-        self.dsmem = target == "cuda" and program.layout.cluster
+        self.dsmem = target == "cuda" and program.layout.cluster and \
+            any(ins.op == "XSTORE" for ins in program.instrs)
         self.lines, self.indent = [], 1
         self.scratch = {}              # (reduce id, dtype) -> scratch array (sim shuffles)
         self.dtype_of = {}             # value name -> dtype (a cast must know its source's)
@@ -437,7 +438,7 @@ class Emitter:
             self.line("cluster_wait()  # every block of the cluster has armed its mbarriers")
 
     def op_xstore(self, ins):
-        buf, val = ins.srcs[0], ins.srcs[1]
+        val, buf = ins.srcs[0], ins.srcs[-1]
         index, slot, block, j = ins.arg
         if self.dsmem:
             self.line(f"xsend(xsm, {self._xsm_index(slot, block)}, {val}, xbar, {j}, "
@@ -448,7 +449,7 @@ class Emitter:
     def op_xload(self, ins):
         index, slot, block = ins.arg
         got = f"xsm[{self._xsm_index(slot, block)}]" if self.dsmem else \
-            f"xload({ins.srcs[0]}, {index})"
+            f"xload({ins.srcs[-1]}, {index})"
         self.line(f"{ins.out[0]} = {_cast_text(got, ins.dtype)}")
 
     def op_xsync(self, ins):

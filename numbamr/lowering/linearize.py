@@ -52,7 +52,8 @@ class Program:
     IF/ENDIF, PASS/ENDPASS (markers around the chunks of a resident pass), COMMENT;
     split rows only: XOPEN (an exchange begins), XSTORE (publish a partial), XSYNC (wait
     for the row's blocks), XLOAD (read a partial). XSTORE's arg: (index into xpart, slot,
-    block of the row, exchange); XLOAD's: (index into xpart, slot, block of the row).
+    block of the row, exchange); XLOAD's: (index into xpart, slot, block of the row); both
+    read xpart (their last source) unless the blocks are a cluster on a GPU.
     """
     name: str
     instrs: list
@@ -265,9 +266,10 @@ class Linearizer:
         self.tiles = -(-self.k.nrows // rb)
         self.xrows = self.tiles * rb
         n = self.xrows * self.L.split
-        self.xpart = self.names.new("xpart")
-        self.xflag = None
-        self.params.append((self.xpart, "scratch", np.dtype(np.int64), ("part", slots * n)))
+        self.xpart = self.xflag = None
+        if not self.L.cluster or self.simulator:    # a cluster's blocks send to each other
+            self.xpart = self.names.new("xpart")
+            self.params.append((self.xpart, "scratch", np.dtype(np.int64), ("part", slots * n)))
         if not self.L.cluster:
             self.xflag = self.names.new("xflag")
             self.params.append((self.xflag, "scratch", np.dtype(np.int32),
@@ -506,7 +508,7 @@ class Linearizer:
         self.add("XOPEN", arg=self.xsyncs)
         self.add("IF", srcs=("lane",), arg="lane == 0")
         for a, slot, dt in zip(accs, slots, dts):
-            self.add("XSTORE", (), (self.xpart, a, "row", "seg"),
+            self.add("XSTORE", (), (a, "row", "seg") + self._xpart(),
                      arg=(at(slot, "seg"), slot, "seg", self.xsyncs), dtype=dt)
         self.add("ENDIF", arg="lane == 0")
         self.add("XSYNC", (), (self.xflag, "tile", "tid") if self.xflag else (),
@@ -515,9 +517,12 @@ class Linearizer:
 
         def load(names, i):
             for nm, slot, dt in zip(names, slots, dts):
-                self.add("XLOAD", (nm,), (self.xpart, "row"), arg=(at(slot, i), slot, i),
+                self.add("XLOAD", (nm,), ("row",) + self._xpart(), arg=(at(slot, i), slot, i),
                          dtype=dt)
         return self.combine_in_order(r, kind, load, split, dts, "x")
+
+    def _xpart(self):
+        return (self.xpart,) if self.xpart else ()
 
     def combine_partials(self, r, kind, smem, count):
         """The ``count`` partials a row left in shared memory, combined in order. Past
