@@ -128,3 +128,19 @@ def test_forced_rows_per_block_with_a_long_streamed_row():
     lowered = lower_for_gpu(nm.jit(rows_per_block=32)(f), (x,))
     assert lowered.kernels[0].layout.rows_per_block <= 32
     check(f, [(40, 300)], options={"rows_per_block": 32})
+
+
+@pytest.mark.parametrize("options", [dict(), dict(layout="col", threads_per_row=4, unroll=3)])
+def test_float32_products_of_values_near_one_do_not_drift(options):
+    """Products of many float32 factors near 1 (1 +- 6e-6), whole-array and per row: the
+    partials are multiplied out in float64, so the result is the float32 rounding of the
+    exact product of the factors. In float32, strided partials that stay near 1 drift one
+    way (their roundings lean down: float spacing halves below 1)."""
+    rng = np.random.default_rng(8888)
+    x = (np.float32(1) + np.float32(5.871e-6) * np.tanh(rng.standard_normal((16, 4096)))
+         ).astype(np.float32)
+    exact = x.astype(np.float64)
+    got_all, got_rows = nm.jit(lambda x: (np.prod(x), x.prod(axis=1)), **options)(x)
+    assert abs(float(np.asarray(got_all)) / np.prod(exact) - 1) < 2e-7
+    rows = np.asarray(got_rows, np.float64) / np.prod(exact, axis=1) - 1
+    assert np.abs(rows).max() < 2e-7
