@@ -141,7 +141,8 @@ class JitFunction:
             out_layouts = {i: (a.strides, a.offset) for i, a in enumerate(outs)}
         groups, temps = schedule(graph, outputs, layouts, _ident(self.__name__), names,
                                  out_layouts,
-                                 lambda k: split_into_cluster(k, self.options, sim))
+                                 lambda k: split_into_cluster(k, self.options, sim),
+                                 split_long=self.options.split is None)
         aligned |= {("in", t.name) for t in temps}
         kernels = []
         for g in groups:

@@ -342,8 +342,12 @@ def _segments(extent, most):
     return best
 
 
-def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip=None):
+def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip=None,
+             split_long=True):
     """Kernel groups (in launch order) and temporaries for ``outputs``.
+
+    ``split_long``: split long reductions over few rows into kernels (off where the rows are
+    to be split across blocks within a kernel, as a forced ``split`` asks).
 
     ``on_chip(kernel)``: whether the lowering keeps ``kernel``'s rows on chip by splitting
     each across a cluster of blocks. Where the long reductions over few rows would be split
@@ -353,7 +357,7 @@ def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip
     1940 GB/s as kernels, 3211 and 2883 as one, bench/RESULTS.md)."""
     targets = [("out", i) for i in range(len(outputs))]
     s = Scheduler(graph, layouts, name, arg_names, out_layouts)
-    split = s.split_long_reductions(outputs)
+    split = s.split_long_reductions(outputs) if split_long else outputs
     if on_chip is not None and any(a is not b for a, b in zip(split, outputs)):
         whole = Scheduler(graph, layouts, name, arg_names, out_layouts)
         whole.schedule(outputs, targets)

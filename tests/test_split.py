@@ -15,7 +15,7 @@ from helpers import run_and_check, to_host
 from numbamr.lowering.online import find_fusions
 from numbamr.lowering.options import KernelOptions, choose
 from numbamr.runtime.device import clusters_available
-from programs import BY_NAME
+from programs import BY_NAME, Program
 
 SPLIT_PROGRAMS = ["softmax", "log_softmax", "logsumexp", "layernorm", "layernorm_stats",
                   "rmsnorm", "variance", "stddev", "zscore", "sum_and_max", "sum_max_min",
@@ -319,8 +319,8 @@ def test_split_rows_read_this_calls_partials(cluster):
 
 @pytest.mark.ptx
 def test_forced_column_splits_compile_without_spills():
-    """Column variance at GPU sizes (16384 columns: one kernel), split 8 ways when forced
-    (tiles of 32 columns), with
+    """Column variance at GPU sizes, split 8 ways when forced (tiles of 32 columns: one
+    kernel, where unforced 8192 x 8192 takes two), with
     arrival counts and as a cluster, streamed or resident: each compiles for sm_90 without
     spills, with the exchange it was asked for."""
     from test_ptx import lower_for_gpu, compile_report
@@ -328,7 +328,7 @@ def test_forced_column_splits_compile_without_spills():
     kernels = []
     for options in (dict(split=8, cluster=0), dict(split=8, cluster=1),
                     dict(split=8, cluster=1, threads_per_row=32)):
-        x = np.empty((8192, 16384), np.float32)
+        x = np.empty((8192, 8192), np.float32)
         (k,) = lower_for_gpu(nm.jit(**options)(p.fn), (x,)).kernels
         assert k.layout.layout == "col" and k.layout.split == 8 and k.layout.rows_per_block > 1
         kernels.append(k)
@@ -338,3 +338,24 @@ def test_forced_column_splits_compile_without_spills():
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
         assert (r["cluster_barriers"] > 0) == k.layout.cluster
         assert (r["atomics"] > 0) == (not k.layout.cluster)
+
+
+@pytest.mark.parametrize("options", [dict(split=4), dict(split=2, cluster=1, online=0)])
+def test_forced_split_keeps_long_reductions_over_few_rows_in_one_kernel(options):
+    """Unforced, a whole-array sum and a column variance of a tall array take two kernels
+    (segments, then their combine); a forced split asks for one kernel whose rows are split
+    across blocks instead, and gets the same results."""
+    from numbamr import schedule
+    x = np.random.default_rng(5).standard_normal((2048, 24)).astype(np.float32) + 3
+
+    def stats(x):
+        return x.sum(), (x - x.mean(axis=0)).var(axis=0), x.max()
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(schedule, "SPLIT_MIN_EXTENT", 1024)
+        mp.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 1024)
+        mp.setattr(schedule, "SPLIT_MIN_SEGMENT", 256)
+        assert len(nm.jit(stats).lower(x).kernels) > len(nm.jit(**options)(stats).lower(x).kernels)
+        fn = nm.jit(**options)(stats)
+        for k in fn.lower(x).kernels:
+            assert k.layout.split == options["split"] or not k.kernel.reduces
+        run_and_check(Program("stats", stats, None), (x,), jitted=fn)

@@ -44,7 +44,10 @@ class KernelOptions:
                      one multiprocessor (a launch bound; it may spill to fit)
     split:           blocks that share one row (a power of two): each holds a segment of
                      the row and the blocks of a row exchange their partial reductions
-                     through memory, so that rows too long for one block stay on chip
+                     through memory, so that rows too long for one block stay on chip;
+                     forced, it also keeps long reductions over few rows (a whole-array sum,
+                     the columns of a tall array) in one kernel, split this way, instead
+                     of the two kernels they would take
     cluster:         1 makes the blocks of a split row one thread-block cluster (sm_90 and
                      newer, split <= 16): the hardware starts them together and they wait
                      for each other at the cluster barrier; 0 uses arrival counts in memory
