@@ -360,7 +360,10 @@ def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip
     split = s.split_long_reductions(outputs) if split_long else outputs
     if on_chip is not None and any(a is not b for a, b in zip(split, outputs)):
         whole = Scheduler(graph, layouts, name, arg_names, out_layouts)
-        whole.schedule(outputs, targets)
+        try:
+            whole.schedule(outputs, targets)
+        except FusionError:         # the split graph may still go: try that below
+            whole.groups = []
         groups = merge_groups(whole)
         if len(groups) == 1 and on_chip(groups[0].kernel):
             return groups, whole.temps

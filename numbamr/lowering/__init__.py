@@ -75,5 +75,5 @@ def lower_kernel(name, outputs, layouts, out_layouts, options=None, simulator=Fa
     return lower_built(kernel, options, simulator, aligned)
 
 
-__all__ = ["lower_kernel", "lower_built", "split_into_cluster", "LoweredKernel", "KernelOptions", "choose",
-           "format_kernel", "format_program"]
+__all__ = ["lower_kernel", "lower_built", "split_into_cluster", "LoweredKernel",
+           "KernelOptions", "choose", "format_kernel", "format_program"]

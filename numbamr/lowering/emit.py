@@ -1,9 +1,11 @@
 """Emit: a linear program becomes Python source for numba.cuda, one rule per instruction op.
 
-Two targets share every rule but three: ``cuda`` uses warp shuffles and 16-byte vector
-loads/stores (``numbamr.runtime.intrinsics``); ``sim`` (numba's CPU simulator, which has
-neither) exchanges through a shared scratch array between two barriers and moves vectors as
-scalars, keeping the same combine order, hence the same result bits.
+Two targets share every rule but a few: ``cuda`` uses warp shuffles, 16-byte vector
+loads/stores and, where a split row's blocks are a cluster, sends their partials into each
+other's shared memory (``numbamr.runtime.intrinsics``); ``sim`` (numba's CPU simulator, which
+has none of these) exchanges through a shared scratch array between two barriers, moves
+vectors as scalars and passes a cluster's partials through global memory, keeping the same
+combine order, hence the same result bits.
 """
 import numpy as np
 

@@ -242,22 +242,6 @@ def arrive_and_wait(typingctx, flags, idx, target):
     return sig, codegen
 
 
-@intrinsic
-def cluster_sync(typingctx):
-    """Every thread of every block of the cluster arrives (releasing its earlier writes, to
-    global memory too) and waits for all of them (acquiring theirs): the exchange of a split
-    row whose blocks form one cluster (sm_90 and newer)."""
-    sig = types.void()
-
-    def codegen(context, builder, sig, args):
-        asm = ir.InlineAsm(ir.FunctionType(ir.VoidType(), []),
-                           "barrier.cluster.arrive.release;\n\tbarrier.cluster.wait.acquire;",
-                           "~{memory}", side_effect=True)
-        builder.call(asm, [])
-        return context.get_dummy_value()
-    return sig, codegen
-
-
 # ---- split rows as clusters: partials sent to every block's shared memory ----------------
 # A cluster's blocks can write each other's shared memory. Each exchange has an mbarrier in
 # every block, armed at the start for the bytes the exchange will bring. A row's first thread
@@ -305,27 +289,27 @@ def xbar_arm(typingctx, bars, idx, nbytes):
     return sig, codegen
 
 
-@intrinsic
-def cluster_arrive(typingctx):
-    """Arrive at the cluster barrier without ordering any memory access (relaxed); the
-    mbarrier initializations before it are released by their own fence."""
-    sig = types.void()
+def _statement(name, text, doc):
+    """An intrinsic of no arguments that is one inline PTX statement."""
+    @intrinsic
+    def fn(typingctx):
+        sig = types.void()
 
-    def codegen(context, builder, sig, args):
-        _asm(builder, "barrier.cluster.arrive.relaxed;", "")
-        return context.get_dummy_value()
-    return sig, codegen
+        def codegen(context, builder, sig, args):
+            _asm(builder, text, "")
+            return context.get_dummy_value()
+        return sig, codegen
+    fn.__name__, fn.__doc__ = name, doc
+    return fn
 
 
-@intrinsic
-def cluster_wait(typingctx):
-    """Wait until every thread of the cluster has arrived (acquire)."""
-    sig = types.void()
-
-    def codegen(context, builder, sig, args):
-        _asm(builder, "barrier.cluster.wait.acquire;", "")
-        return context.get_dummy_value()
-    return sig, codegen
+cluster_arrive = _statement(
+    "cluster_arrive", "barrier.cluster.arrive.relaxed;",
+    "Arrive at the cluster barrier without ordering any memory access (relaxed); the "
+    "mbarrier initializations before it are released by their own fence.")
+cluster_wait = _statement(
+    "cluster_wait", "barrier.cluster.wait.acquire;",
+    "Wait until every thread of the cluster has arrived (acquire).")
 
 
 @intrinsic
