@@ -359,3 +359,27 @@ def test_forced_split_keeps_long_reductions_over_few_rows_in_one_kernel(options)
         for k in fn.lower(x).kernels:
             assert k.layout.split == options["split"] or not k.kernel.reduces
         run_and_check(Program("stats", stats, None), (x,), jitted=fn)
+
+
+@pytest.mark.parametrize("name,kernels", [("softmax", 1), ("layernorm", 1), ("variance", 2),
+                                          ("sum_and_max", 2)])
+@pytest.mark.parametrize("clusters", [True, False])
+def test_few_long_rows_stay_one_kernel_where_a_cluster_holds_them(monkeypatch, name, kernels,
+                                                                  clusters):
+    """128 rows of 65536: a two-pass row (softmax, layernorm) is one kernel whose rows are
+    split across 8-block clusters where the GPU launches clusters, not the scheduler's chain
+    of kernels (each of which reads the rows again); one-pass reductions keep the two-kernel
+    split (segments, then their combine), as do all rows where clusters do not launch."""
+    from numbamr.runtime import device
+    from test_ptx import lower_for_gpu
+    monkeypatch.setattr(device, "arch", lambda: (9, 0) if clusters else (8, 0))
+    p = BY_NAME[name]
+    inputs = (np.empty((128, 65536), np.float32),) + tuple(
+        p.make(np.random.default_rng(0), 1, 65536)[1:])
+    ks = lower_for_gpu(p.fn, inputs).kernels
+    if clusters:
+        assert len(ks) == kernels, [k.name for k in ks]
+        if kernels == 1:
+            assert ks[0].layout.split == 8 and ks[0].layout.cluster
+    else:
+        assert len(ks) >= 2 and not any(k.layout.cluster for k in ks)
