@@ -36,8 +36,9 @@ def inspect(entry, cc=(9, 0)):
     from numbamr.runtime.compile import load_source, with_deep_stack
     try:
         fn = getattr(load_source(entry["source"], entry["name"]), entry["name"])
+        bounds = tuple(entry["launch_bounds"])
         ptx, _ = with_deep_stack(lambda: cuda.compile_ptx(fn, _sig(entry["params"]), cc=cc,
-                                                          launch_bounds=tuple(entry["launch_bounds"])))
+                                                          launch_bounds=bounds))
         log = _ptxas_log(ptx, cc)
     except Exception as e:          # reported, not raised: the test names the kernel
         return {"ok": False, "error": f"{type(e).__name__}: {e}"}

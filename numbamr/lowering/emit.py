@@ -458,8 +458,8 @@ class Emitter:
         """Wait until every block of the row has published exchange ``j``. The simulator
         runs blocks one after another, so there each exchange is a phase: the kernel is run
         once per phase, and a run stops at the exchange its phase names (earlier exchanges
-        read what earlier runs published; the values are the same every run). A cluster's
-        barrier takes every thread of its blocks, so it needs no block barrier after it."""
+        read what earlier runs published; the values are the same every run). In a cluster
+        every thread waits on its own block's mbarrier, so no block barrier follows."""
         j, split = ins.arg
         if self.target == "sim":
             self.line(f"if sim_phase() == {j}:")

@@ -27,6 +27,7 @@ ARG_SENTINEL = 1 << 62       # index of an arg-reduce that has seen no element y
 # (smallest normal, largest value with a normal reciprocal, rescaling power of two) per dtype
 RECIP_SCALE = {np.dtype(np.float32): (2.0 ** -126, 2.0 ** 126, 2.0 ** 64),
                np.dtype(np.float64): (2.0 ** -1022, 2.0 ** 1022, 2.0 ** 512)}
+WIDE_PRODUCTS = {np.dtype(np.float16), np.dtype(np.float32)}   # multiplied out in float64
 
 
 @dataclass
@@ -849,9 +850,6 @@ def exchange_dtype(dt):
     if dt.kind == "b" or (dt.kind in "iu" and dt.itemsize < 4):
         return np.dtype(np.int32)
     return dt
-
-
-WIDE_PRODUCTS = {np.dtype(np.float16), np.dtype(np.float32)}   # multiplied out in float64
 
 
 def identity_literal(r):

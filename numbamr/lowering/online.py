@@ -56,7 +56,7 @@ def _match_lse(a, b):
 def _worth_fusing(layout, group_id):
     """A resident row's second pass is over registers: free and exact, never fused. A split
     row fuses to exchange once, not twice, when its blocks count arrivals in memory; a
-    cluster's barrier is cheap enough that two exact exchanges win (unless forced)."""
+    cluster's exchanges are cheap enough that two exact ones win (unless forced)."""
     if not layout.groups[group_id].resident:
         return True
     if layout.split == 1:

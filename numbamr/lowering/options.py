@@ -49,9 +49,10 @@ class KernelOptions:
                      the columns of a tall array) in one kernel, split this way, instead
                      of the two kernels they would take
     cluster:         1 makes the blocks of a split row one thread-block cluster (sm_90 and
-                     newer, split <= 16): the hardware starts them together and they wait
-                     for each other at the cluster barrier; 0 uses arrival counts in memory
-                     (rows that are not split are unaffected)
+                     newer, split <= 16): the hardware starts them together and they send
+                     their partials into each other's shared memory; 0 exchanges through
+                     global memory with arrival counts (rows that are not split are
+                     unaffected)
     online:          1 fuses a reduce that depends on another (the variance after the mean,
                      the sum of exponentials after the max) into one pass (Welford, online
                      max-sum) over a row that is not in registers, or a split row's blocks
@@ -231,7 +232,7 @@ def _col_rows_per_block(nrows):
 
 COL_UNROLL = 8      # chunks a column layout's loop loads at once (1024 x 65536 column
                     # variance: 4079 -> 4213 GB/s on the H200; 8192 x 8192 unchanged)
-COL_THREADS = 2 * 132 * 1024     # threads of a column layout's grid: one wave on the H200
+COL_THREADS = 132 * THREADS_PER_SM     # threads of a column layout's grid: one wave (H200)
 
 
 def _col_threads(t, nrows):

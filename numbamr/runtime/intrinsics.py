@@ -189,6 +189,17 @@ fmin_nan = _nan_minmax("fmin_nan", "min")
 # blocks of a row are adjacent in the grid: blocks start in order, so a waiting block's
 # partners have started or will start as soon as any block ends.
 
+def _spin_until(builder, arrived, name):
+    """A loop that runs ``arrived(builder)`` (an i1) until it is true; the builder is left
+    after the loop."""
+    spin = builder.append_basic_block(f"{name}_spin")
+    done = builder.append_basic_block(f"{name}_done")
+    builder.branch(spin)
+    builder.position_at_end(spin)
+    builder.cbranch(arrived(builder), done, spin)
+    builder.position_at_end(done)
+
+
 def _fence(builder):
     fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(ir.VoidType(), []),
                                         "llvm.nvvm.membar.gl")
@@ -231,13 +242,8 @@ def arrive_and_wait(typingctx, flags, idx, target):
         goal = context.cast(builder, args[2], sig.args[2], types.int32)
         _fence(builder)
         builder.atomic_rmw("add", ptr, ir.Constant(i32, 1), "monotonic")
-        spin = builder.append_basic_block("spin")
-        done = builder.append_basic_block("arrived")
-        builder.branch(spin)
-        builder.position_at_end(spin)
-        now = builder.atomic_rmw("add", ptr, ir.Constant(i32, 0), "monotonic")
-        builder.cbranch(builder.icmp_signed("<", now, goal), spin, done)
-        builder.position_at_end(done)
+        _spin_until(builder, lambda b: b.icmp_signed(
+            ">=", b.atomic_rmw("add", ptr, ir.Constant(i32, 0), "monotonic"), goal), "flag")
         _fence(builder)
     return sig, codegen
 
@@ -262,14 +268,10 @@ def _shared_address(context, builder, arrty, arr, idx):
 
 
 def _asm(builder, text, constraints, args=(), result=ir.VoidType()):
+    """Inline PTX ``text`` that touches memory (the compiler moves no access across it)."""
     fnty = ir.FunctionType(result, [a.type for a in args])
-    return builder.call(ir.InlineAsm(fnty, text, constraints + (",~{memory}" if constraints
-                                                                else "~{memory}"),
-                                     side_effect=True), list(args))
-
-
-def _i32(context, builder, value, ty):
-    return context.cast(builder, value, ty, types.int32)
+    clobbers = ",".join(filter(None, (constraints, "~{memory}")))
+    return builder.call(ir.InlineAsm(fnty, text, clobbers, side_effect=True), list(args))
 
 
 @intrinsic
@@ -280,7 +282,7 @@ def xbar_arm(typingctx, bars, idx, nbytes):
 
     def codegen(context, builder, sig, args):
         addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
-        count = _i32(context, builder, args[2], sig.args[2])
+        count = context.cast(builder, args[2], sig.args[2], types.int32)
         _asm(builder, "mbarrier.init.shared::cta.b64 [$0], 1;\n\t"
                       "fence.mbarrier_init.release.cluster;\n\t"
                       "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
@@ -346,15 +348,13 @@ def xbar_wait(typingctx, bars, idx):
     def codegen(context, builder, sig, args):
         i32 = ir.IntType(32)
         addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
-        spin = builder.append_basic_block("xbar_spin")
-        done = builder.append_basic_block("xbar_done")
-        builder.branch(spin)
-        builder.position_at_end(spin)
-        ready = _asm(builder, "{\n\t.reg .pred p;\n\t"
-                              "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 "
-                              "p, [$1], 0;\n\tselp.u32 $0, 1, 0, p;\n\t}",
-                     "=r,r", (addr,), i32)
-        builder.cbranch(builder.icmp_signed("!=", ready, ir.Constant(i32, 0)), done, spin)
-        builder.position_at_end(done)
+
+        def arrived(b):
+            ready = _asm(b, "{\n\t.reg .pred p;\n\t"
+                            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 "
+                            "p, [$1], 0;\n\tselp.u32 $0, 1, 0, p;\n\t}",
+                         "=r,r", (addr,), i32)
+            return b.icmp_signed("!=", ready, ir.Constant(i32, 0))
+        _spin_until(builder, arrived, "xbar")
         return context.get_dummy_value()
     return sig, codegen
