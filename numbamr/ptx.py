@@ -57,12 +57,23 @@ def inspect(entry, cc=(9, 0)):
         "async_stores": len(re.findall(r"\bst\.async\.", ptx)),
         "mbarrier_waits": len(re.findall(r"\bmbarrier\.try_wait\.", ptx)),
         "atomics": len(re.findall(r"\batom\.", ptx)),
+        "griddep_waits": len(re.findall(r"\bgriddepcontrol\.wait\b", ptx)),
+        "griddep_launches": len(re.findall(r"\bgriddepcontrol\.launch_dependents\b", ptx)),
+        # no global memory access ahead of the wait for the previous kernel
+        "global_before_griddep_wait": _global_access_before(ptx, "griddepcontrol.wait"),
         "nan_minmax": len(re.findall(r"\b(?:max|min)\.NaN\.f32", ptx)),
         "nan_tests": len(re.findall(r"setp\.nan\.f32", ptx)),
         "registers": max(regs, default=0),
         "spill_bytes": sum(spills),
         "stack_bytes": max(stack, default=0),
     }
+
+
+def _global_access_before(ptx, marker):
+    """How many global loads, stores and atomics the PTX has before ``marker`` (all of
+    them when it has none)."""
+    at = ptx.find(marker)
+    return len(re.findall(r"\b(?:ld|st|atom|red)\.global\b", ptx[:at if at >= 0 else None]))
 
 
 def main():

@@ -55,16 +55,25 @@ def fake_gpu(monkeypatch):
                              shared=values[7], stream=values[8], params=params))
         return answers.pop(0) if answers else 0
     fake_launch.nparams = {}
+
+    def fake_launch_ex(config, func, params, extra):    # cuLaunchKernelEx by ctypes
+        c = cudadriver.LaunchConfig.from_address(config)
+        attrs = [(c.attrs[i].id, c.attrs[i].value) for i in range(c.nattrs)]
+        err = fake_launch(func, c.grid[0], c.grid[1], c.grid[2], c.block[0], c.block[1],
+                          c.block[2], c.shared, c.stream, params, extra)
+        launches[-1]["attrs"] = attrs
+        return err
     driver = types.SimpleNamespace(cuCtxGetCurrent=lambda p: 0,
                                    cuCtxSetCurrent=lambda c: contexts.append(c))
     monkeypatch.setattr(cudadriver, "_libcuda", driver)
     monkeypatch.setattr(cudadriver, "LAUNCH", fake_launch)
+    monkeypatch.setattr(cudadriver, "LAUNCH_EX", fake_launch_ex)
     return types.SimpleNamespace(launches=launches, answers=answers, contexts=contexts,
                                  register=fake_launch.nparams)
 
 
-def _launcher(fake_gpu, handle, params, grid=5, block=128):
-    dl = launch._DriverLaunch(handle, len(params), grid, block, 0)
+def _launcher(fake_gpu, handle, params, grid=5, block=128, dependent=False):
+    dl = launch._DriverLaunch(handle, len(params), grid, block, 0, dependent)
     fake_gpu.register[handle] = params
     return types.SimpleNamespace(grid=grid, params=params, launch=dl)
 
@@ -139,3 +148,56 @@ def test_driver_errors_are_named_where_the_driver_names_them(monkeypatch):
     assert cudadriver.error_text(719) == "CUDA error 719 (CUDA_ERROR_LAUNCH_FAILED)"
     monkeypatch.setattr(cudadriver, "_libcuda", types.SimpleNamespace())
     assert cudadriver.error_text(719) == "CUDA error 719"
+
+
+PROGRAMMATIC = (cudadriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, 1)
+
+
+def test_dependent_kernels_launch_with_programmatic_serialization_on_the_calls_stream(
+        fake_gpu):
+    """A dependent kernel goes through cuLaunchKernelEx with programmatic stream
+    serialization, on the call's stream, with the same grid, block and pointers as an
+    ordinary launch; the others go through cuLaunchKernel without attributes."""
+    k1 = _launcher(fake_gpu, 111, [("leaf", 0), ("tmp", "t0")], grid=1024, block=256)
+    k2 = _launcher(fake_gpu, 222, [("tmp", "t0"), ("out", 0)], grid=1, block=64,
+                   dependent=True)
+    compiled = _compiled([k1, k2], [(np.float32, ())], temps=[("t0", np.float32, (1024,))])
+    x = FakeArray((1024, 1024), np.float32)
+    out = launch.FastPath(compiled).call([x])
+    first, second = fake_gpu.launches
+    assert "attrs" not in first and (first["grid"], first["block"]) == (1024, 256)
+    assert second["attrs"] == [PROGRAMMATIC]
+    assert (second["func"], second["grid"], second["block"], second["stream"]) == \
+        (222, 1, 64, 77)
+    assert second["params"] == [first["params"][1], out.data.ptr]
+    k2.launch([5, 6], 99)           # the launcher's own call: the stream it is given
+    assert fake_gpu.launches[-1]["stream"] == 99 and fake_gpu.launches[-1]["params"] == [5, 6]
+    assert fake_gpu.launches[-1]["attrs"] == [PROGRAMMATIC]
+
+
+def test_a_failed_dependent_launch_is_retried_or_raised(fake_gpu):
+    k = _launcher(fake_gpu, 9, [("leaf", 0), ("out", 0)], dependent=True)
+    fake_gpu.answers += [launch.CUDA_ERROR_INVALID_CONTEXT, 0, 700]
+    call = launch.FastPath(_compiled([k], [(np.float32, (2, 2))])).call
+    call([FakeArray((2, 2), np.float32)])
+    assert len(fake_gpu.contexts) == 1 and len(fake_gpu.launches) == 2
+    with pytest.raises(RuntimeError, match="CUDA error 700"):
+        call([FakeArray((2, 2), np.float32)])
+
+
+@pytest.mark.parametrize("index, grid, dependent", [
+    (0, 4, False), (0, launch.DEPENDENT_GRID, True), (1, 1, True)])
+def test_which_kernels_launch_as_dependents(monkeypatch, index, grid, dependent):
+    """A call's later kernels are always dependents of its earlier ones; its first kernel is
+    one only when it is large (a small call is paced by the host, and the ordinary launch
+    costs the host less); nothing is where the kernel does not wait itself."""
+    made = []
+    monkeypatch.setattr(launch, "_DriverLaunch", lambda *a: made.append(a[-1]))
+    monkeypatch.setattr(launch.Launcher, "_compile", lambda self, lk, dt: 1)
+    for waits in (True, False):
+        lk = types.SimpleNamespace(grid=grid, block=128, dependent=waits, source="",
+                                   layout=types.SimpleNamespace(cluster=False, split=1),
+                                   program=types.SimpleNamespace(dynamic_shared=0, params=[],
+                                                                 instrs=[]))
+        launch.Launcher(lk, False, first=index == 0)
+    assert made == [dependent, False]

@@ -245,3 +245,28 @@ def test_float32_max_and_min_are_one_instruction_on_sm80(monkeypatch):
         assert r["ok"], r["error"]
         assert "fmax_nan(" in k.source and r["nan_minmax"] > 0, k.name
         assert r["nan_tests"] < p["nan_tests"], (k.name, r["nan_tests"], p["nan_tests"])
+
+
+def test_kernels_for_sm90_wait_for_the_previous_kernel_before_touching_memory(monkeypatch):
+    """Lowered for an sm_90 GPU, every kernel (each of a multi-kernel call's, and a single
+    kernel's) is launched as a programmatic dependent of the stream's previous kernel: its
+    PTX waits for that kernel (griddepcontrol.wait) before its first global load, store or
+    atomic, and lets the next kernel start (launch_dependents). Lowered for a GPU without
+    it (or none), neither instruction appears and the kernel is not marked dependent."""
+    from numbamr.runtime import device
+    rng = np.random.default_rng(4)
+    cases = [("all_axes", 64, 65536), ("column_var", 8192, 64), ("softmax", 256, 1000)]
+    old = [k for n, r, c in cases
+           for k in lower_for_gpu(BY_NAME[n].fn, BY_NAME[n].make(rng, r, c)).kernels]
+    monkeypatch.setattr(device, "arch", lambda: (9, 0))
+    new = [k for n, r, c in cases
+           for k in lower_for_gpu(BY_NAME[n].fn, BY_NAME[n].make(rng, r, c)).kernels]
+    assert len(new) > len(cases)            # some of the cases take two kernels
+    reports = compile_report(old + new)
+    for k, r in zip(old, reports[:len(old)]):
+        assert r["ok"] and not k.dependent, k.name
+        assert r["griddep_waits"] == r["griddep_launches"] == 0, k.name
+    for k, r in zip(new, reports[len(old):]):
+        assert r["ok"] and k.dependent, (k.name, r["error"])
+        assert r["griddep_waits"] == r["griddep_launches"] == 1, k.name
+        assert r["global_before_griddep_wait"] == 0, k.name

@@ -24,6 +24,7 @@ class LoweredKernel:
     source: str             # numba.cuda source (GPU target)
     sim_source: str         # the same kernel for numba's CPU simulator (lowered for it)
     targets: list = None
+    dependent: bool = False     # launched as a programmatic dependent (waits in the kernel)
 
     @property
     def grid(self):
@@ -48,13 +49,14 @@ class LoweredKernel:
 
 def lower_built(kernel, options=None, simulator=False, aligned=None, targets=None):
     """Layout, linear program, verification and source for an analyzed kernel."""
-    from ..runtime.device import arch, clusters_available
+    from ..runtime.device import arch, clusters_available, dependent_launches
     cc = None if simulator else arch()
     layout = choose(kernel, options, simulator, clusters=not simulator and clusters_available(cc))
     fusions = find_fusions(kernel, layout)
     program = verify(linearize(kernel, layout, aligned, simulator, fusions))
     return LoweredKernel(kernel.name, kernel, layout, program, emit(program, "cuda", cc),
-                         emit(program, "sim") if simulator else None, targets)
+                         emit(program, "sim") if simulator else None, targets,
+                         dependent_launches(cc))
 
 
 def split_into_cluster(kernel, options=None, simulator=False):

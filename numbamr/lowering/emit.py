@@ -11,6 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ops import Op, ReduceKind
+from ..runtime.device import dependent_launches
 from .linearize import const_literal, exchange_dtype as _xdt
 
 FULL_MASK = "0xFFFFFFFF"
@@ -149,6 +150,8 @@ class Emitter:
         # a split row's blocks are a cluster: partials go to each block's shared memory
         self.dsmem = target == "cuda" and program.layout.cluster and \
             any(ins.op == "XSTORE" for ins in program.instrs)
+        # launched as a programmatic dependent of the stream's previous kernel
+        self.dependent = target == "cuda" and dependent_launches(arch)
         self.lines, self.indent = [], 1
         self.scratch = {}              # (reduce id, dtype) -> scratch array (sim shuffles)
         self.dtype_of = {}             # value name -> dtype (a cast must know its source's)
@@ -174,6 +177,8 @@ class Emitter:
         head.append(f"from numbamr.runtime.{lib} import select" +
                     (", vload, vstore" if self.target == "cuda" else "") +
                     (", fmax_nan, fmin_nan" if self.native else ""))
+        if self.dependent:
+            head.append("from numbamr.runtime.intrinsics import griddep_launch, griddep_wait")
         if self.dsmem:
             head.append("from numbamr.runtime.intrinsics import cluster_arrive, cluster_wait, "
                         "xbar_arm, xbar_wait, xsend")
@@ -190,6 +195,9 @@ class Emitter:
         if self.target == "sim":
             self.line("math.quiet()")
             self.declare_scratch()
+        if self.dependent:
+            self.line("griddep_launch()  # the stream's next kernel may start its blocks")
+            self.line("griddep_wait()  # the stream's previous kernel has finished")
         if self.dsmem:
             self.declare_cluster_exchange()
         instrs, i = p.instrs, 0

@@ -4,16 +4,38 @@ import ctypes
 
 _libcuda = None
 LAUNCH = None     # cuLaunchKernel, called with the GIL held (see runtime.launch)
+LAUNCH_EX = None  # cuLaunchKernelEx, likewise
+
+
+class LaunchAttribute(ctypes.Structure):
+    """CUlaunchAttribute: an id and a 64-byte value (a union; its first int for the
+    attributes numbamr sets)."""
+    _fields_ = [("id", ctypes.c_int), ("pad", ctypes.c_char * 4),
+                ("value", ctypes.c_int), ("rest", ctypes.c_char * 60)]
+
+
+class LaunchConfig(ctypes.Structure):
+    """CUlaunchConfig: grid, block, shared bytes, stream and attributes of one launch."""
+    _fields_ = [("grid", ctypes.c_uint * 3), ("block", ctypes.c_uint * 3),
+                ("shared", ctypes.c_uint), ("stream", ctypes.c_void_p),
+                ("attrs", ctypes.POINTER(LaunchAttribute)), ("nattrs", ctypes.c_uint)]
+
+
+CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION = 6
 
 
 def driver():
-    global _libcuda, LAUNCH
+    global _libcuda, LAUNCH, LAUNCH_EX
     if _libcuda is None:
         _libcuda = ctypes.CDLL("libcuda.so.1")
         launch = ctypes.PyDLL("libcuda.so.1").cuLaunchKernel
         launch.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
         launch.restype = ctypes.c_int
-        LAUNCH = launch
+        launch_ex = getattr(ctypes.PyDLL("libcuda.so.1"), "cuLaunchKernelEx", None)
+        if launch_ex is not None:       # drivers before CUDA 12 have none
+            launch_ex.argtypes = [ctypes.c_void_p] * 4
+            launch_ex.restype = ctypes.c_int
+        LAUNCH, LAUNCH_EX = launch, launch_ex
     return _libcuda
 
 

@@ -53,3 +53,13 @@ def clusters_available(cc=None):
     """Can this GPU (or one of compute capability ``cc``) launch thread-block clusters?"""
     cc = arch() if cc is None else cc
     return cc is not None and tuple(cc) >= CLUSTER_ARCH
+
+
+DEPENDENT_LAUNCH_ARCH = (9, 0)     # programmatic dependent launch: sm_90 and newer
+
+
+def dependent_launches(cc):
+    """Are kernels for a GPU of compute capability ``cc`` launched as programmatic
+    dependents of the stream's previous kernel (each waits for it in the kernel, so its
+    launch overlaps the previous kernel's last blocks)?"""
+    return cc is not None and tuple(cc) >= DEPENDENT_LAUNCH_ARCH

@@ -313,6 +313,18 @@ cluster_wait = _statement(
     "cluster_wait", "barrier.cluster.wait.acquire;",
     "Wait until every thread of the cluster has arrived (acquire).")
 
+# ---- programmatic dependent launch (sm_90): a kernel launched with the stream's
+# programmatic serialization may start while the previous kernel's last blocks still run;
+# it must wait for that kernel (its writes visible) before touching global memory.
+griddep_wait = _statement(
+    "griddep_wait", "griddepcontrol.wait;",
+    "Wait until the kernels this one depends on have finished and their writes are visible "
+    "(returns at once in a kernel launched the ordinary way).")
+griddep_launch = _statement(
+    "griddep_launch", "griddepcontrol.launch_dependents;",
+    "Let the stream's next kernel, if launched as a programmatic dependent, start its "
+    "blocks once every block of this one has got here or ended.")
+
 
 @intrinsic
 def xsend(typingctx, buf, idx, value, bars, bar, nblocks):

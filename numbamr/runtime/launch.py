@@ -39,6 +39,11 @@ def allow_dynamic_shared(handle, nbytes):
 
 
 CUDA_ERROR_INVALID_CONTEXT = 201
+# A call's first kernel is launched as a programmatic dependent of whatever ran before it on
+# the stream only when it has this many blocks: a small kernel's call is paced by the host,
+# and the ordinary launch (through CuPy's compiled binding) costs the host less. A call's
+# later kernels always are (they wait for the call's own earlier kernels).
+DEPENDENT_GRID = 128
 
 
 class _DriverLaunch:
@@ -47,9 +52,11 @@ class _DriverLaunch:
 
     The call goes through ``ctypes.PyDLL``, which keeps the GIL (the launch is a few
     microseconds and never waits for the GPU); ``lock`` keeps two threads from filling the
-    block at once."""
+    block at once. A ``dependent`` kernel (one that waits for the stream's previous kernel
+    itself, see intrinsics.griddep_wait) goes through cuLaunchKernelEx with programmatic
+    stream serialization: its blocks may start while the previous kernel's last ones run."""
 
-    def __init__(self, handle, nparams, grid, block, shared=0):
+    def __init__(self, handle, nparams, grid, block, shared=0, dependent=False):
         cudadriver.driver()
         if shared > 48 * 1024:
             allow_dynamic_shared(handle, shared)
@@ -63,6 +70,9 @@ class _DriverLaunch:
         self.head = (ctypes.c_void_p(self.raw_head[0]),) + \
             tuple(ctypes.c_uint(v) for v in self.raw_head[1:])
         self.params = ctypes.c_void_p(ctypes.addressof(self._slots))
+        self.config, self._attr = _dependent_config(self.raw_head) \
+            if dependent and cudadriver.LAUNCH_EX is not None else (None, None)
+        self.config_ptr = ctypes.addressof(self.config) if self.config is not None else None
         self.lock = threading.Lock()
         # the context the kernel was loaded in: a thread that has never touched the GPU
         # has no current context, and the driver answers such a launch with an error
@@ -76,6 +86,9 @@ class _DriverLaunch:
     def _launch(self, pointers, stream):
         with self.lock:
             self.values[:len(pointers)] = pointers
+            if self.config is not None:
+                self.config.stream = stream
+                return cudadriver.LAUNCH_EX(self.config_ptr, self.head[0], self.params, None)
             return cudadriver.LAUNCH(*self.head, stream, self.params, None)
 
     def retry(self, err, pointers, stream):
@@ -88,10 +101,21 @@ class _DriverLaunch:
             raise RuntimeError(f"cuLaunchKernel failed with {cudadriver.error_text(err)}")
 
 
+def _dependent_config(raw_head):
+    """A CUlaunchConfig for (function, grid, 1, 1, block, 1, 1, shared) with programmatic
+    stream serialization on; its stream is set at each launch."""
+    attr = cudadriver.LaunchAttribute(
+        id=cudadriver.CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION, value=1)
+    config = cudadriver.LaunchConfig(grid=raw_head[1:4], block=raw_head[4:7],
+                                     shared=raw_head[7], nattrs=1)
+    config.attrs = ctypes.pointer(attr)
+    return config, attr         # the attribute must live as long as the config
+
+
 class Launcher:
     """One kernel ready to launch: the compiled kernel, its grid, where its args come from."""
 
-    def __init__(self, lowered_kernel, simulator):
+    def __init__(self, lowered_kernel, simulator, first=True):
         lk = lowered_kernel
         self.grid, self.block = lk.grid, lk.block
         self.shared = lk.program.dynamic_shared
@@ -113,7 +137,8 @@ class Launcher:
         elif lk.layout.split > 1:
             _check_coresident(handle, lk)
         self.launch = _DriverLaunch(handle, len(self.params), self.grid, self.block,
-                                    self.shared)
+                                    self.shared, lk.dependent and (not first or
+                                                                   self.grid >= DEPENDENT_GRID))
 
     def _compile(self, lk, dtypes):
         """The kernel's driver handle: from the cubin cache, or compiled by numba (and then
@@ -195,7 +220,7 @@ def _make_cluster(handle, lk):
 
 
 def make_launchers(lowered, simulator):
-    return [Launcher(k, simulator) for k in lowered.kernels]
+    return [Launcher(k, simulator, i == 0) for i, k in enumerate(lowered.kernels)]
 
 
 _SIM_LOCK = threading.Lock()
@@ -429,11 +454,17 @@ def _inline_launch(env, k, launch, ptrs):
     head = ", ".join(str(v) for v in launch.raw_head)
     lines = [f"    with K{k}.lock:"]
     lines += [f"        V{k}[{j}] = p{k}_{j} = {p}" for j, p in enumerate(ptrs)]
-    lines += ["        try:",
-              f"            LAUNCH({head}, s, P{k}, 0)",
-              "            e = 0",
-              "        except DRIVER_ERROR as error:",
-              "            e = error.status"]
+    if launch.config is not None:       # a dependent launch: cuLaunchKernelEx, by ctypes
+        env.update({f"C{k}": launch.config, f"CP{k}": launch.config_ptr,
+                    "LAUNCH_EX": cudadriver.LAUNCH_EX})
+        lines += [f"        C{k}.stream = s",
+                  f"        e = LAUNCH_EX(CP{k}, {launch.raw_head[0]}, P{k}, None)"]
+    else:
+        lines += ["        try:",
+                  f"            LAUNCH({head}, s, P{k}, 0)",
+                  "            e = 0",
+                  "        except DRIVER_ERROR as error:",
+                  "            e = error.status"]
     lines.append("    if e:")
     lines.append(f"        K{k}.retry(e, [{', '.join(f'p{k}_{j}' for j in range(len(ptrs)))}], s)")
     return lines
