@@ -41,8 +41,7 @@ class KernelOptions:
     blocks_per_sm:   at most this many blocks on one multiprocessor (asks for enough
                      shared memory that no more fit), to keep fewer rows in flight
     min_blocks_per_sm: the compiler keeps registers few enough for this many blocks on
-                     one multiprocessor (a launch bound; it may spill to fit); split rows
-                     default to 1024 threads' worth (64 registers a thread)
+                     one multiprocessor (a launch bound; it may spill to fit)
     split:           blocks that share one row (a power of two): each holds a segment of
                      the row and the blocks of a row exchange their partial reductions
                      through memory, so that rows too long for one block stay on chip;
@@ -276,10 +275,8 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
                             f"rows here are split across {split}")
     cluster = split > 1 and (bool(forced.cluster) if forced.cluster is not None else
                              clusters and split <= MAX_CLUSTER)
-    min_blocks = forced.min_blocks_per_sm if forced.min_blocks_per_sm is not None else \
-        SPLIT_THREADS_PER_SM // layout.block_threads if split > 1 else 0
     return replace(layout, zigzag=bool(forced.zigzag), blocks_per_sm=forced.blocks_per_sm or 0,
-                   min_blocks_per_sm=min_blocks,
+                   min_blocks_per_sm=forced.min_blocks_per_sm or 0,
                    split=split, cluster=cluster,
                    online=None if forced.online is None else bool(forced.online),
                    reciprocal=forced.reciprocal != 0)
@@ -289,10 +286,6 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
 # 65536, bench/RESULTS.md: 512 or 1024 threads, or 4096 / 16384 elements, were slower)
 SPLIT_SEGMENT = 8192
 SPLIT_THREADS = 256
-# a split row's block holds its segment in registers: the compiler is held to 64 registers a
-# thread, 1024 threads a multiprocessor (measured on the H200, bench/RESULTS.md: 1024 x 65536
-# rows left to the compiler took 67-95 registers, 2-3 blocks a multiprocessor)
-SPLIT_THREADS_PER_SM = 1024
 STREAM_THREADS = 256    # threads on a streamed row (one pass), when there are rows enough
 
 
