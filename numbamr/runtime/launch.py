@@ -98,7 +98,8 @@ class _DriverLaunch:
             cudadriver.driver().cuCtxSetCurrent(self._context)
             err = self._launch(pointers, stream)
         if err != 0:
-            raise RuntimeError(f"cuLaunchKernel failed with {cudadriver.error_text(err)}")
+            what = "cuLaunchKernelEx" if self.config is not None else "cuLaunchKernel"
+            raise RuntimeError(f"{what} failed with {cudadriver.error_text(err)}")
 
 
 def _dependent_config(raw_head):
