@@ -97,8 +97,6 @@ def torch_ops():
 
 
 def torch_half(fn):
-    import torch
-
     def wrapped(x, *params):
         return fn(x.float(), *params).half()
     return wrapped

@@ -126,14 +126,14 @@ class JitFunction:
 
     # ---- lowering -----------------------------------------------------------------------
     def _lower(self, bound, leaves, simulator=None, outs=None):
-        specs = [("array", (l.array.shape, l.array.dtype)) if l.array is not None
-                 else ("static", l.value) for l in leaves]
+        specs = [("array", (leaf.array.shape, leaf.array.dtype)) if leaf.array is not None
+                 else ("static", leaf.value) for leaf in leaves]
         graph, outputs, structure = trace(lambda vals: self._rebuild(bound, vals), specs)
-        layouts = {i: (l.array.strides, l.array.offset) for i, l in enumerate(leaves)
-                   if l.array is not None}
-        aligned = {("in", i) for i, l in enumerate(leaves) if l.array is not None and
-                   l.array.aligned}
-        names = {i: l.name for i, l in enumerate(leaves)}
+        layouts = {i: (leaf.array.strides, leaf.array.offset) for i, leaf in enumerate(leaves)
+                   if leaf.array is not None}
+        aligned = {("in", i) for i, leaf in enumerate(leaves) if leaf.array is not None and
+                   leaf.array.aligned}
+        names = {i: leaf.name for i, leaf in enumerate(leaves)}
         sim = settings.simulator() if simulator is None else simulator
         out_layouts = None
         if outs is not None:
@@ -189,7 +189,7 @@ class JitFunction:
         outs = None
         if out is not None:
             outs = out_arrays(out, leaves, ctx)
-        key = tuple([l.key() for l in leaves])
+        key = tuple([leaf.key() for leaf in leaves])
         if outs is not None:
             key += tuple(("O",) + a.layout_key() for a in outs)
         with self._lock:                # least recently used signatures are dropped first
@@ -205,8 +205,8 @@ class JitFunction:
             return run(compiled, leaves, ctx, outs)
         if fkey is not None and stream is None and not ctx.simulator and \
                 ctx.result_kind == "cupy" and \
-                all(l.array.offset == 0 and l.array.kind == "cupy" for l in leaves
-                    if l.array is not None) and not compiled.lowered.has_bfloat16:
+                all(leaf.array.offset == 0 and leaf.array.kind == "cupy" for leaf in leaves
+                    if leaf.array is not None) and not compiled.lowered.has_bfloat16:
             with self._lock:
                 if len(self._fast) >= settings.current().max_signatures:
                     self._fast.clear()
@@ -274,13 +274,13 @@ def out_arrays(out, leaves, ctx):
             raise ArgumentError(f"out[{i}] is a broadcast view (zero stride): its elements "
                                 "overlap each other")
         lo, hi = info.base_ptr, info.base_ptr + info.span * info.dtype.itemsize
-        for l in leaves:
-            if l.array is None:
+        for leaf in leaves:
+            if leaf.array is None:
                 continue
-            b = l.array
+            b = leaf.array
             blo, bhi = b.base_ptr, b.base_ptr + b.span * b.dtype.itemsize
             if lo < bhi and blo < hi:
-                raise ArgumentError(f"out[{i}] overlaps the memory of input {l.name!r}")
+                raise ArgumentError(f"out[{i}] overlaps the memory of input {leaf.name!r}")
         result.append(info)
     return result
 

@@ -22,8 +22,8 @@ from .ops import Op, ReduceKind
 SPLIT_KINDS = {ReduceKind.SUM, ReduceKind.MAX, ReduceKind.MIN, ReduceKind.PROD}
 SPLIT_MIN_BLOCKS = 264          # reductions that would fill fewer blocks than this (2 per SM)
 SPLIT_MIN_EXTENT = 1 << 14      # ... and reduce at least this many elements a row are split
-SPLIT_MIN_EXTENT_COL = 1 << 13  # (columns: 8192 x 8192 column variance measured 11% faster
-                                # split in four on the H200, bench/RESULTS.md)
+SPLIT_MIN_EXTENT_COL = 1 << 13  # columns: 8192 x 8192 column variance measured 11% faster
+#                                 split in four on the H200 (bench/RESULTS.md)
 SPLIT_TARGET_BLOCKS = 1024      # ... into segments, until about this many blocks
 SPLIT_MIN_SEGMENT = 2048
 COL_ROWS_PER_BLOCK = 32         # rows a block takes when reduced axes are not contiguous
@@ -152,8 +152,8 @@ class Scheduler:
         k = g.node(Op.SHRINK, a.dtype, kshape, (a,),
                    (tuple(0 for _ in a.shape), tuple(1 for _ in a.shape)), n.loc)
         k = g.node(Op.EXPAND, a.dtype, a.shape, (k,), a.shape, n.loc)
-        y = g.node(Op.CAST, f64, a.shape, (g.node(Op.SUB, a.dtype, a.shape, (a, k), None,
-                                                 n.loc),), f64, n.loc)
+        diff = g.node(Op.SUB, a.dtype, a.shape, (a, k), None, n.loc)
+        y = g.node(Op.CAST, f64, a.shape, (diff,), f64, n.loc)
         s1 = g.node(Op.REDUCE, f64, kshape, (y,), (ReduceKind.SUM, axes), n.loc)
         yy = g.node(Op.MUL, f64, a.shape, (y, y), None, n.loc)
         s2 = g.node(Op.REDUCE, f64, kshape, (yy,), (ReduceKind.SUM, axes), n.loc)

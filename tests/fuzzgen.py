@@ -758,9 +758,9 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
     own float32 run, and the program run with every use of every value perturbed by a
     relative ``perturb`` (scaled down to float32 rounding), once by 64 float32 ulps for
     outputs that depend on rounding more than linearly, and once with the mean inside every
-    var/std drifted as a float32 running sum drifts (see _PerturbedNumpy). It matters only for outputs that
-    cancel to about 0 or amplify rounding (a row minus its own minimum, a sum of centered
-    values); a well-conditioned output keeps ``rtol * max|ref|``. ``source`` (default
+    var/std drifted as a float32 running sum drifts (see _PerturbedNumpy). It matters only for
+    outputs that cancel to about 0 or amplify rounding (a row minus its own minimum, a sum of
+    centered values); a well-conditioned output keeps ``rtol * max|ref|``. ``source`` (default
     ``fn.source``) is the generated program's text; without it, only the inputs are perturbed.
     """
     from helpers import flatten, to_float64

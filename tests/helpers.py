@@ -2,7 +2,7 @@
 import numpy as np
 
 import numbamr as nm
-from conftest import SIMULATOR
+from conftest import SIMULATOR  # noqa: F401  (re-exported for the tests)
 
 
 def to_float64(a):

@@ -127,7 +127,7 @@ def test_a_thread_without_a_context_sets_it_and_launches_again(fake_gpu):
     x = FakeArray((2, 2), np.float32)
     out = launch.FastPath(_compiled([k], [(np.float32, (2, 2))])).call([x])
     assert len(fake_gpu.contexts) == 1
-    assert [l["params"] for l in fake_gpu.launches] == [[x.data.ptr, out.data.ptr]] * 2
+    assert [leaf["params"] for leaf in fake_gpu.launches] == [[x.data.ptr, out.data.ptr]] * 2
 
 
 def test_other_launch_errors_are_raised(fake_gpu):

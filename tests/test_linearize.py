@@ -179,7 +179,6 @@ def test_dependent_reduces_do_not_share_a_loop():
 
 def test_resident_rows_are_loaded_once():
     """With the row in registers, every input element is loaded by exactly one instruction."""
-    x = np.zeros((64, 8192), np.float32)
     for name in ("softmax", "layernorm", "variance", "logsumexp", "chain4"):
         p = BY_NAME[name]
         k = lower_for_gpu(p.fn, p.make(np.random.default_rng(0), 64, 8192)).kernels[0]

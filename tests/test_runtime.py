@@ -66,7 +66,7 @@ def test_recompile_log_says_why(monkeypatch, capsys):
     fn(X, 2)                                  # cached: no line
     fn(X, 3)                                  # static value changed
     fn(X.astype(np.float64), 3)               # dtype changed
-    lines = [l for l in capsys.readouterr().err.splitlines() if l.startswith("numbamr:")]
+    lines = [leaf for leaf in capsys.readouterr().err.splitlines() if leaf.startswith("numbamr:")]
     assert len(lines) == 3
     assert "first call" in lines[0]
     assert "argument 1" in lines[1] and "2" in lines[1] and "3" in lines[1]

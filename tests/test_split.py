@@ -161,8 +161,8 @@ def test_cluster_rows_exchange_through_shared_memory_without_atomics():
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
 
 
-@pytest.mark.parametrize("clusters,split,cluster", [(True, 4, True), (True, 16, True),
-                                                   (True, 32, False), (False, 8, False)])
+@pytest.mark.parametrize("clusters,split,cluster", [
+    (True, 4, True), (True, 16, True), (True, 32, False), (False, 8, False)])
 def test_split_rows_are_clusters_where_the_gpu_launches_them(clusters, split, cluster):
     x = np.ones((2, 8192), np.float32)
     (k,) = _lowered(nm.jit(BY_NAME["softmax"].fn), (x,))

@@ -160,6 +160,33 @@ class Emitter:
         self.lines.append("    " * self.indent + text)
 
     def module(self):
+        head = self.module_head()
+        if self.target == "sim":
+            self.line("math.quiet()")
+            self.declare_scratch()
+        if self.dependent:
+            self.line("griddep_launch()  # the stream's next kernel may start its blocks")
+            self.line("griddep_wait()  # the stream's previous kernel has finished")
+        if self.dsmem:
+            self.declare_cluster_exchange()
+        instrs, i = self.p.instrs, 0
+        while i < len(instrs):
+            masked = _masked_accs(instrs, i)
+            if masked:                  # IF mask: ACC ... ENDIF, as selects
+                for ins in masked:
+                    self.op_acc(ins, mask=instrs[i].arg)
+                i += len(masked) + 2
+                continue
+            ins = instrs[i]
+            getattr(self, "op_" + ins.op.lower())(ins)
+            for name in ins.out:
+                self.dtype_of[name] = ins.dtype
+            i += 1
+        return "\n".join(head + self.lines) + "\n"
+
+    def module_head(self):
+        """The module's comment header, imports and the kernel's signature line with its
+        parameter comments."""
         p = self.p
         params = ", ".join(name for name, *_ in p.params)
         head = [f"# numbamr kernel {p.name} ({self.target} target)",
@@ -192,28 +219,7 @@ class Emitter:
         for n, kind, dt, pos in p.params:
             what = {"in": "input", "out": "output"}.get(kind, "exchange between blocks,")
             head.append(f"    # {n}: {what} {pos[0] if kind == 'scratch' else pos}, {dt}")
-        if self.target == "sim":
-            self.line("math.quiet()")
-            self.declare_scratch()
-        if self.dependent:
-            self.line("griddep_launch()  # the stream's next kernel may start its blocks")
-            self.line("griddep_wait()  # the stream's previous kernel has finished")
-        if self.dsmem:
-            self.declare_cluster_exchange()
-        instrs, i = p.instrs, 0
-        while i < len(instrs):
-            masked = _masked_accs(instrs, i)
-            if masked:                  # IF mask: ACC ... ENDIF, as selects
-                for ins in masked:
-                    self.op_acc(ins, mask=instrs[i].arg)
-                i += len(masked) + 2
-                continue
-            ins = instrs[i]
-            getattr(self, "op_" + ins.op.lower())(ins)
-            for name in ins.out:
-                self.dtype_of[name] = ins.dtype
-            i += 1
-        return "\n".join(head + self.lines) + "\n"
+        return head
 
     # ---- simulator shuffles: one scratch array per reduce and dtype --------------------
     def declare_scratch(self):

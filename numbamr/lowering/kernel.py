@@ -140,8 +140,8 @@ class _Evaluator:
     def group(self, dims):
         g = self.groups.get(dims)
         if g is None:
-            g = LoopGroup(len(self.groups), dims, sym.Var(f"q{len(self.groups)}",
-                                                         int(np.prod(dims))))
+            var = sym.Var(f"q{len(self.groups)}", int(np.prod(dims)))
+            g = LoopGroup(len(self.groups), dims, var)
             self.groups[dims] = g
         return g
 
@@ -347,8 +347,8 @@ def build_kernel(outputs, layouts, out_layouts, name="kernel", arg_names=None):
             addr = addr + i * s
         stores.append(Store(pos, value, addr, out.dtype, group))
     reduces = _order_reduces(list(ev.instances.values()))
-    inputs = {key: (n.dtype, (arg_names or {}).get(key, key if isinstance(key, str)
-                                                    else f"in{key}"))
+    names = arg_names or {}
+    inputs = {key: (n.dtype, names.get(key, key if isinstance(key, str) else f"in{key}"))
               for key, n in _input_nodes(outputs).items()}
     return Kernel(name, row, pshape, list(ev.groups.values()), reduces, stores, inputs,
                   [(o.dtype, o.shape) for o in outputs], dict(arg_names or {}))

@@ -230,8 +230,9 @@ def _col_rows_per_block(nrows):
     return 32
 
 
-COL_UNROLL = 8      # chunks a column layout's loop loads at once (1024 x 65536 column
-                    # variance: 4079 -> 4213 GB/s on the H200; 8192 x 8192 unchanged)
+# chunks a column layout's loop loads at once (1024 x 65536 column variance: 4079 -> 4213
+# GB/s on the H200; 8192 x 8192 unchanged)
+COL_UNROLL = 8
 COL_THREADS = 132 * THREADS_PER_SM     # threads of a column layout's grid: one wave (H200)
 
 

@@ -260,28 +260,28 @@ def stream_handle(stream):
 
 def prepare_leaves(leaves, simulator, stream=None):
     """Move host arrays to the device when running on a GPU; returns (leaves, context)."""
-    arrs = [l for l in leaves if l.array is not None]
-    kinds = {l.array.kind for l in arrs}
+    arrs = [leaf for leaf in leaves if leaf.array is not None]
+    kinds = {leaf.array.kind for leaf in arrs}
     if simulator:
-        for l in arrs:
-            if l.array.where != arrays.HOST:
-                raise ArgumentError(f"argument {l.name!r} is a device array, but kernels run in "
+        for leaf in arrs:
+            if leaf.array.where != arrays.HOST:
+                raise ArgumentError(f"argument {leaf.name!r} is a device array, but kernels run in "
                                     "numba's CPU simulator (NUMBA_ENABLE_CUDASIM=1): pass NumPy "
                                     "arrays")
         return leaves, CallContext(True, "numpy")
-    devices = {l.array.device for l in arrs if l.array.where == arrays.DEVICE}
+    devices = {leaf.array.device for leaf in arrs if leaf.array.where == arrays.DEVICE}
     if len(devices) > 1:
         raise ArgumentError("arrays on different devices: " + ", ".join(
-            f"{l.name!r} on device {l.array.device}" for l in arrs
-            if l.array.where == arrays.DEVICE))
+            f"{leaf.name!r} on device {leaf.array.device}" for leaf in arrs
+            if leaf.array.where == arrays.DEVICE))
     result_kind = "numpy" if kinds <= {"numpy"} else ("torch" if "torch" in kinds else "cupy")
     cp = arrays.cupy_module()
-    for l in arrs:
-        if l.array.where == arrays.HOST:
+    for leaf in arrs:
+        if leaf.array.where == arrays.HOST:
             if cp is None:
                 raise ArgumentError("running on a GPU needs CuPy for NumPy inputs: "
                                     "pip install cupy-cuda13x")
-            l.array = arrays.to_device(l.array, cp)
+            leaf.array = arrays.to_device(leaf.array, cp)
     s = stream_handle(stream)
     ctx = CallContext(False, result_kind, _current_stream(result_kind) if s is None else s)
     return leaves, ctx

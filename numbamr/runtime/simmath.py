@@ -63,4 +63,3 @@ PHASE = [0]
 
 def sim_phase():
     return PHASE[0]
-
