@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ops import Op, ReduceKind
-from ..runtime.device import dependent_launches
+from ..runtime.device import NAN_MINMAX_ARCH, capable, dependent_launches
 from .linearize import const_literal, exchange_dtype as _xdt
 
 FULL_MASK = "0xFFFFFFFF"
@@ -146,7 +146,7 @@ class Emitter:
         assert target in ("cuda", "sim")
         self.p, self.target = program, target
         # float32 max/min as one max.NaN/min.NaN instruction (sm_80 and newer)
-        self.native = target == "cuda" and arch is not None and tuple(arch) >= (8, 0)
+        self.native = target == "cuda" and capable(arch, NAN_MINMAX_ARCH)
         # a split row's blocks are a cluster: partials go to each block's shared memory
         self.dsmem = target == "cuda" and program.layout.cluster and \
             any(ins.op == "XSTORE" for ins in program.instrs)

@@ -46,20 +46,23 @@ def arch():
     return found[1] if found is not None else None
 
 
-CLUSTER_ARCH = (9, 0)      # thread-block clusters: sm_90 and newer
+NAN_MINMAX_ARCH = (8, 0)           # max.NaN / min.NaN: sm_80 and newer
+CLUSTER_ARCH = (9, 0)              # thread-block clusters: sm_90 and newer
+DEPENDENT_LAUNCH_ARCH = (9, 0)     # programmatic dependent launch: sm_90 and newer
+
+
+def capable(cc, least):
+    """Is compute capability ``cc`` (None: no GPU) ``least`` or newer?"""
+    return cc is not None and tuple(cc) >= least
 
 
 def clusters_available(cc=None):
     """Can this GPU (or one of compute capability ``cc``) launch thread-block clusters?"""
-    cc = arch() if cc is None else cc
-    return cc is not None and tuple(cc) >= CLUSTER_ARCH
-
-
-DEPENDENT_LAUNCH_ARCH = (9, 0)     # programmatic dependent launch: sm_90 and newer
+    return capable(arch() if cc is None else cc, CLUSTER_ARCH)
 
 
 def dependent_launches(cc):
     """Are kernels for a GPU of compute capability ``cc`` launched as programmatic
     dependents of the stream's previous kernel (each waits for it in the kernel, so its
     launch overlaps the previous kernel's last blocks)?"""
-    return cc is not None and tuple(cc) >= DEPENDENT_LAUNCH_ARCH
+    return capable(cc, DEPENDENT_LAUNCH_ARCH)
