@@ -201,7 +201,7 @@ class Linearizer:
                 self.next_rows(turn)
             self.rows()
         from .options import occupancy_shared
-        grid = -(-k.nrows // (L.rows_per_block * L.serial_rows)) * L.split
+        grid = -(-k.nrows // L.tile_rows) * L.split
         return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared,
                        max(self.stage_bytes, occupancy_shared(L.blocks_per_sm)))
 
@@ -232,7 +232,7 @@ class Linearizer:
         if self.shared or self.stage_bytes:     # the last rows' partials are read by all
             self.add("BARRIER", arg=f"turn {turn}: every thread has read the last partials")
         self.add("INDEX", ("row",), (self.row_base, "rib"),
-                 arg=f"{self.row_base} * {rb * L.serial_rows} + {turn * rb} + rib")
+                 arg=f"{self.row_base} * {L.tile_rows} + {turn * rb} + rib")
         if self.row_mask:
             self.add("INDEX", ("row_ok",), ("row",), arg=f"row < {self.k.nrows}")
             self.resident_q = {}        # their masks read the last turn's row_ok
@@ -280,7 +280,7 @@ class Linearizer:
         else:
             self.add("INDEX", ("lane",), ("tid",), arg=f"tid // {rb}")
             self.add("INDEX", ("rib",), ("tid",), arg=f"tid % {rb}")
-        rows = rb * L.serial_rows           # rows a block (a split row's blocks) takes
+        rows = L.tile_rows
         if L.split > 1:         # the blocks of a row are adjacent; each takes a segment
             seg_len = L.segment(k.groups[0])
             self.add("INDEX", ("tile",), ("bid",), arg=f"bid // {L.split}")
@@ -312,9 +312,8 @@ class Linearizer:
         cluster)."""
         slots = self.L.serial_rows * sum(len(self.acc_spec(r)) for r in self.k.reduces
                                          if r.id not in self.fused_second)
-        rows = self.L.rows_per_block * self.L.serial_rows
-        self.tiles = -(-self.k.nrows // rows)
-        self.xrows = self.tiles * rows
+        self.tiles = -(-self.k.nrows // self.L.tile_rows)
+        self.xrows = self.tiles * self.L.tile_rows
         n = self.xrows * self.L.split
         self.xpart = self.xflag = None
         if not self.L.cluster or self.simulator:    # a cluster's blocks send to each other

@@ -152,6 +152,12 @@ class Layout:
     def block_threads(self):
         return self.threads_per_row * self.rows_per_block
 
+    @property
+    def tile_rows(self):
+        """Rows one block (a split row's blocks) takes over the whole kernel: its
+        rows_per_block, serial_rows times in turn."""
+        return self.rows_per_block * self.serial_rows
+
 
 def _pow2_ceil(n):
     return 1 << max(0, int(n - 1).bit_length())
