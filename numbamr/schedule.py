@@ -24,7 +24,9 @@ SPLIT_MIN_BLOCKS = 264          # reductions that would fill fewer blocks than t
 SPLIT_MIN_EXTENT = 1 << 14      # ... and reduce at least this many elements a row are split
 SPLIT_MIN_EXTENT_COL = 1 << 13  # columns: 8192 x 8192 column variance measured 11% faster
 #                                 split in four on the H200 (bench/RESULTS.md)
-SPLIT_TARGET_BLOCKS = 1024      # ... into segments, until about this many blocks
+SPLIT_TARGET_BLOCKS = 4096      # ... into segments, until about this many blocks (whole-
+#                                 array sums on the H200: 1024 -> 4096 blocks +2-3%,
+#                                 bench/RESULTS.md)
 SPLIT_MIN_SEGMENT = 2048
 COL_ROWS_PER_BLOCK = 32         # rows a block takes when reduced axes are not contiguous
 
