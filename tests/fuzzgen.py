@@ -631,9 +631,6 @@ class _Builder:
         for key in ("online", "reciprocal"):
             if extra.random() < 0.15:
                 opts[key] = 0
-        turns = np.random.default_rng([self.seed, 29])     # a stream of its own, likewise
-        if turns.random() < 0.15:
-            opts["serial_rows"] = int(turns.choice([2, 3]))
         return opts
 
 

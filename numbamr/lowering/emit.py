@@ -487,8 +487,7 @@ class Emitter:
         self.line(f"cuda.syncthreads()  # exchange {j}: the row's partials are published")
 
     def op_barrier(self, ins):
-        note = ins.arg if isinstance(ins.arg, str) else f"reduce #{ins.arg} partials written"
-        self.line(f"cuda.syncthreads()  # {note}")
+        self.line(f"cuda.syncthreads()  # reduce #{ins.arg} partials written")
 
     def op_stage_decl(self, ins):
         self.shared_decl(f"{ins.out[0]} = cuda.shared.array(0, {dtype_name(ins.dtype)})"

@@ -196,19 +196,8 @@ class Linearizer:
     def run(self):
         k, L = self.k, self.L
         self.prologue()
-        for turn in range(L.serial_rows):
-            if turn:
-                self.next_rows(turn)
-            self.rows()
-        from .options import occupancy_shared
-        grid = -(-k.nrows // L.tile_rows) * L.split
-        return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared,
-                       max(self.stage_bytes, occupancy_shared(L.blocks_per_sm)))
-
-    def rows(self):
-        """The reduces (deepest first), then the outputs, of the rows the block holds now."""
-        k = self.k
-        for d in sorted({r.depth for r in k.reduces}):
+        depths = sorted({r.depth for r in k.reduces})
+        for d in depths:
             level = [r for r in k.reduces if r.depth == d and r.id not in self.fused_second]
             for g in k.groups:
                 insts = [r for r in level if r.group is g]
@@ -221,44 +210,10 @@ class Linearizer:
             stores = [s for s in k.stores if s.group is g]
             if stores:
                 self.store_pass(g, stores)
-
-    def next_rows(self, turn):
-        """Move the block on to its ``turn``-th rows (option serial_rows): ``row`` (and
-        ``row_ok``) are set anew, and every value that depends on the row is rendered again;
-        values no row changes (loads of weights, their products) stay, where rows are
-        resident (they are in registers, not in a loop's scope)."""
-        L, rb = self.L, self.L.rows_per_block
-        self.add("COMMENT", arg=f"the block's rows, turn {turn}")
-        if self.shared or self.stage_bytes:     # the last rows' partials are read by all
-            self.add("BARRIER", arg=f"turn {turn}: every thread has read the last partials")
-        self.add("INDEX", ("row",), (self.row_base, "rib"),
-                 arg=f"{self.row_base} * {L.tile_rows} + {turn * rb} + rib")
-        if self.row_mask:
-            self.add("INDEX", ("row_ok",), ("row",), arg=f"row < {self.k.nrows}")
-            self.resident_q = {}        # their masks read the last turn's row_ok
-        keep = self.row_invariant_ids()
-        resident = {g.id for g, plan in zip(self.k.groups, L.groups) if plan.resident}
-        self.elem_memo = {key: name for key, name in self.elem_memo.items()
-                          if key[0] in keep and key[1] in resident and key[2] != "s"}
-        self.row_memo, self.recip_memo, self.index_memo = {}, {}, {}
-        self.staged_done = set()
-
-    def row_invariant_ids(self):
-        """Ids of the values no row changes: no reduce result in them, and no load or index
-        whose address depends on the row."""
-        row = self.k.row
-        ids, seen = set(), {}
-        for v in [r.body for r in self.k.reduces] + [s.value for s in self.k.stores]:
-            for w in walk(v):
-                if w.id in seen:
-                    continue
-                own = w.op is not Op.REDUCED and not (
-                    w.op is Op.LOAD and row in w.arg[1].vars()) and not (
-                    w.op is Op.INDEX and row in w.arg.vars())
-                seen[w.id] = own and all(seen[s.id] for s in w.srcs)
-                if seen[w.id]:
-                    ids.add(w.id)
-        return ids
+        from .options import occupancy_shared
+        grid = -(-k.nrows // L.rows_per_block) * L.split
+        return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared,
+                       max(self.stage_bytes, occupancy_shared(L.blocks_per_sm)))
 
     def prologue(self):
         k, L = self.k, self.L
@@ -270,8 +225,7 @@ class Linearizer:
         self.buf = {(kind, pos): name for name, kind, _, pos in self.params}
         t, rb = L.threads_per_row, L.rows_per_block
         self.add("COMMENT", arg=f"{k.nrows} rows, {rb} per block, {t} threads per row "
-                                f"({L.layout} layout)" + (f", {L.serial_rows} in turn"
-                                                          if L.serial_rows > 1 else ""))
+                                f"({L.layout} layout)")
         self.add("SPECIAL", ("tid",), arg="threadIdx.x")
         self.add("SPECIAL", ("bid",), arg="blockIdx.x")
         if L.layout == "row":
@@ -280,21 +234,19 @@ class Linearizer:
         else:
             self.add("INDEX", ("lane",), ("tid",), arg=f"tid // {rb}")
             self.add("INDEX", ("rib",), ("tid",), arg=f"tid % {rb}")
-        rows = L.tile_rows
         if L.split > 1:         # the blocks of a row are adjacent; each takes a segment
             seg_len = L.segment(k.groups[0])
             self.add("INDEX", ("tile",), ("bid",), arg=f"bid // {L.split}")
             self.add("INDEX", ("row",), ("tile", "rib"),
-                     arg=f"tile * {rows} + rib" if rows > 1 else "tile")
+                     arg=f"tile * {rb} + rib" if rb > 1 else "tile")
             self.add("INDEX", ("seg",), ("bid",), arg=f"bid % {L.split}")
             self.add("INDEX", ("seg_base",), ("seg",), arg=f"seg * {seg_len}")
             self.names.used |= {"tile", "seg", "seg_base"}
         else:
-            self.add("INDEX", ("row",), ("bid", "rib"), arg=f"bid * {rows} + rib")
-        self.row_base = "tile" if L.split > 1 else "bid"
+            self.add("INDEX", ("row",), ("bid", "rib"), arg=f"bid * {rb} + rib")
         self.names.used |= {"tid", "bid", "lane", "rib", "row"}
         self.row_mask = None
-        if k.nrows % rows:
+        if k.nrows % rb:
             self.add("INDEX", ("row_ok",), ("row",), arg=f"row < {k.nrows}")
             self.row_mask = "row_ok"
             self.names.used.add("row_ok")
@@ -310,10 +262,11 @@ class Linearizer:
         ``xflag`` counts the arrivals of each tile's blocks (a tile: the rows one block
         holds) at its exchanges (zeroed before the launch; none when a tile's blocks are a
         cluster)."""
-        slots = self.L.serial_rows * sum(len(self.acc_spec(r)) for r in self.k.reduces
-                                         if r.id not in self.fused_second)
-        self.tiles = -(-self.k.nrows // self.L.tile_rows)
-        self.xrows = self.tiles * self.L.tile_rows
+        slots = sum(len(self.acc_spec(r)) for r in self.k.reduces
+                    if r.id not in self.fused_second)
+        rb = self.L.rows_per_block
+        self.tiles = -(-self.k.nrows // rb)
+        self.xrows = self.tiles * rb
         n = self.xrows * self.L.split
         self.xpart = self.xflag = None
         if not self.L.cluster or self.simulator:    # a cluster's blocks send to each other

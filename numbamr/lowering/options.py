@@ -61,9 +61,6 @@ class KernelOptions:
     reciprocal:      1 divides by a value that is the same for the whole row (a reduction,
                      a constant) by multiplying with its reciprocal, computed once per row
                      (within about one ulp of the quotient); 0 divides every element
-    serial_rows:     a block (a split row's blocks) takes this many rows one after another;
-                     what every row reads alike (a layernorm's weight and bias) is loaded
-                     once, by the first, and kept in registers where rows are resident
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -79,7 +76,6 @@ class KernelOptions:
     cluster: int = None
     online: int = None
     reciprocal: int = None
-    serial_rows: int = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -112,7 +108,7 @@ class KernelOptions:
         for name in ("zigzag", "cluster", "online", "reciprocal"):
             if getattr(self, name) not in (None, 0, 1):
                 raise ArgumentError(f"option {name} must be 0 or 1, got {getattr(self, name)}")
-        for name in ("blocks_per_sm", "min_blocks_per_sm", "serial_rows"):
+        for name in ("blocks_per_sm", "min_blocks_per_sm"):
             if getattr(self, name) is not None and not 1 <= getattr(self, name) <= 32:
                 raise ArgumentError(f"option {name} must be 1..32, got {getattr(self, name)}")
         sp = self.split
@@ -142,7 +138,6 @@ class Layout:
     cluster: bool = False      # a split row's blocks form one cluster (exchange at its barrier)
     online: bool = None        # one-pass forms of dependent reduces: forced, or None (heuristic)
     reciprocal: bool = True    # x / row-level value as x * (its reciprocal, once per row)
-    serial_rows: int = 1       # rows a block takes one after another (rows_per_block each)
 
     def segment(self, group):
         """The extent one block covers of ``group``."""
@@ -151,12 +146,6 @@ class Layout:
     @property
     def block_threads(self):
         return self.threads_per_row * self.rows_per_block
-
-    @property
-    def tile_rows(self):
-        """Rows one block (a split row's blocks) takes over the whole kernel: its
-        rows_per_block, serial_rows times in turn."""
-        return self.rows_per_block * self.serial_rows
 
 
 def _pow2_ceil(n):
@@ -294,7 +283,7 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
                    min_blocks_per_sm=forced.min_blocks_per_sm or 0,
                    split=split, cluster=cluster,
                    online=None if forced.online is None else bool(forced.online),
-                   reciprocal=forced.reciprocal != 0, serial_rows=forced.serial_rows or 1)
+                   reciprocal=forced.reciprocal != 0)
 
 
 # a block of a split row: 8192 elements over 256 threads (measured on the H200 at 1024 x
