@@ -9,7 +9,7 @@ import dataclasses
 import inspect
 import threading
 
-from . import dtypes, settings
+from . import dtypes, settings, tune
 from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc
 from .graph import format_graph
 from .lowering import lower_built, split_into_cluster, KernelOptions
@@ -70,8 +70,8 @@ class Compiled:
 
 
 class JitFunction:
-    def __init__(self, fn, options):
-        self.fn, self.options = fn, options
+    def __init__(self, fn, options, autotune=False):
+        self.fn, self.options, self.autotune = fn, options, autotune
         self.__name__ = getattr(fn, "__name__", "kernel")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
@@ -125,7 +125,8 @@ class JitFunction:
         return self.fn(*call.args, **call.kwargs)
 
     # ---- lowering -----------------------------------------------------------------------
-    def _lower(self, bound, leaves, simulator=None, outs=None):
+    def _lower(self, bound, leaves, simulator=None, outs=None, options=None):
+        options = self.options if options is None else options
         specs = [("array", (leaf.array.shape, leaf.array.dtype)) if leaf.array is not None
                  else ("static", leaf.value) for leaf in leaves]
         graph, outputs, structure = trace(lambda vals: self._rebuild(bound, vals), specs)
@@ -141,22 +142,29 @@ class JitFunction:
             out_layouts = {i: (a.strides, a.offset) for i, a in enumerate(outs)}
         groups, temps = schedule(graph, outputs, layouts, _ident(self.__name__), names,
                                  out_layouts,
-                                 lambda k: split_into_cluster(k, self.options, sim),
-                                 split_long=self.options.split is None)
+                                 lambda k: split_into_cluster(k, options, sim),
+                                 split_long=options.split is None)
         aligned |= {("in", t.name) for t in temps}
         kernels = []
         for g in groups:
             aligned_all = aligned | {("out", i) for i, t in enumerate(g.targets)
                                      if t[0] == "tmp" or outs is None or outs[t[1]].aligned}
-            kernels.append(lower_built(g.kernel, self.options, sim, aligned_all, g.targets))
+            kernels.append(lower_built(g.kernel, options, sim, aligned_all, g.targets))
         out_specs = [(o.dtype, o.shape) for o in outputs]
         return Lowered(format_graph(outputs), format_schedule(groups), kernels, out_specs,
                        structure, temps)
 
     def lower(self, *args, **kwargs):
-        """The kernels a call with these arguments would run (nothing is run)."""
+        """The kernels a call with these arguments would run (nothing is run). With
+        autotune, the layout tuned for them on this GPU if a call has tuned it, else the
+        heuristics'."""
         bound, leaves = self._bind(args, kwargs)
-        return self._lower(bound, leaves)
+        lowered = self._lower(bound, leaves)
+        if self.autotune and tune.applies(settings.simulator()):
+            tuned = tune.known_options(self, lowered)
+            if tuned is not None and tuned != self.options:
+                lowered = self._lower(bound, leaves, options=tuned)
+        return lowered
 
     # ---- calling ------------------------------------------------------------------------
     def _fast_leaves(self, args):
@@ -199,7 +207,7 @@ class JitFunction:
         if compiled is None:
             if bound is None:
                 bound, _ = self._bind(args, kwargs)
-            compiled = self._compile(bound, leaves, key, outs)
+            compiled = self._compile(bound, leaves, key, outs, ctx)
         if outs is not None:
             check_out(outs, compiled.lowered.out_specs)
             return run(compiled, leaves, ctx, outs)
@@ -219,7 +227,7 @@ class JitFunction:
                         f"def {self.__name__}(...)") if code else None
         return CompileError(f"compiling {self.__name__}: {message}", loc)
 
-    def _compile(self, bound, leaves, key, outs=None):
+    def _compile(self, bound, leaves, key, outs=None, ctx=None):
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is None:
@@ -228,6 +236,8 @@ class JitFunction:
                 try:
                     lowered = self._lower(bound, leaves, outs=outs)
                     compiled = Compiled(lowered, make_launchers(lowered, settings.simulator()))
+                    if self.autotune and ctx is not None and tune.applies(ctx.simulator):
+                        compiled = tune.tune(self, bound, leaves, outs, ctx, compiled)
                 except NumbamrError as e:
                     if isinstance(e, CompileError):
                         raise self._compile_error(e.plain_message) from e
@@ -303,19 +313,23 @@ def _ident(name):
     return name if name and not name[0].isdigit() else "k_" + name
 
 
-def jit(fn=None, **options):
+def jit(fn=None, autotune=False, **options):
     """Compile ``fn`` (numpy-style array code) into fused CUDA kernels.
 
     Use bare (``@numbamr.jit``) or with kernel options (``@numbamr.jit(threads_per_row=64)``);
-    see ``numbamr.KernelOptions`` for the options.
+    see ``numbamr.KernelOptions`` for the options. ``autotune=True``: a signature's first
+    call on a GPU times a few layouts beside the heuristics' choice and keeps the fastest
+    (kept on disk per GPU; see ``numbamr.tune``).
     """
+    if not isinstance(autotune, bool):
+        raise ArgumentError(f"numbamr.jit: autotune must be True or False, got {autotune!r}")
     try:
         opts = KernelOptions(**options)
     except TypeError as e:
         names = ", ".join(f.name for f in dataclasses.fields(KernelOptions))
         raise ArgumentError(f"numbamr.jit: unknown option ({e}); the options are {names}")
     if fn is None:
-        return lambda f: JitFunction(f, opts)
+        return lambda f: JitFunction(f, opts, autotune)
     if not callable(fn):
         raise ArgumentError(f"numbamr.jit expects a function, got {type(fn).__name__}")
-    return JitFunction(fn, opts)
+    return JitFunction(fn, opts, autotune)

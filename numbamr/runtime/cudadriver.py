@@ -107,3 +107,23 @@ def load_function(image, entry):
         lib.cuModuleUnload(module)
         return None
     return func.value
+
+
+def stream_synchronize(stream):
+    """Wait until everything queued on ``stream`` (a raw handle; 0: the legacy default
+    stream) has finished."""
+    err = driver().cuStreamSynchronize(ctypes.c_void_p(stream))
+    if err != 0:
+        raise RuntimeError(f"cuStreamSynchronize failed with {error_text(err)}")
+
+
+def device_name():
+    """The current device's name ('' without a GPU or a driver)."""
+    try:
+        found = current_device()
+    except OSError:
+        return ""
+    buf = ctypes.create_string_buffer(256)
+    if found is None or driver().cuDeviceGetName(buf, 256, found[0]) != 0:
+        return ""
+    return buf.value.decode()

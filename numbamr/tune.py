@@ -1,0 +1,215 @@
+"""Autotuning (``numbamr.jit(autotune=True)``): a signature's first call on a GPU times a few
+layouts beside the heuristics' choice, on the call's own arrays, and keeps the fastest.
+
+The candidates change one option of the heuristics' layout at a time (threads per row halved
+and doubled, two blocks a multiprocessor, rows streamed instead of held in registers, a
+deeper unroll, split rows halved and doubled); options the user forced are never changed.
+Every candidate's results are compared with the heuristics' before it may win. The choice is
+written to ``<cache>/tune/<key>.json``, keyed by the GPU's name and the heuristics' kernel
+sources (which depend on the function, the signature and numbamr's version), so a later
+process compiles only the chosen layout. In numba's CPU simulator nothing is tuned: its
+timings say nothing about a GPU.
+"""
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import time
+import warnings
+
+import numpy as np
+
+from . import settings
+from .errors import NumbamrError
+from .lowering import KernelOptions
+from .runtime import cudadriver
+from .runtime.launch import make_launchers, run
+
+TIME_PER_ROUND = 0.01   # seconds of calls a timing round takes (at least 3, at most 200)
+ROUNDS = 3              # timing rounds per candidate; the fastest counts
+
+
+def applies(simulator):
+    """Is anything tuned where kernels run this way? Only on a GPU."""
+    return not simulator
+
+
+def candidates(lowered, forced):
+    """Option sets to time: {} (the heuristics' choice), then one change each to the layout
+    of the kernel with the most threads; fields in ``forced`` stay as the user set them."""
+    main = max(lowered.kernels, key=lambda k: k.grid * k.block).layout
+    t = main.threads_per_row
+    out = [{}, {"threads_per_row": t // 2}, {"threads_per_row": t * 2}, {"blocks_per_sm": 2}]
+    if any(plan.resident for plan in main.groups):
+        out.append({"upcast": 0})
+    if any(not plan.resident for plan in main.groups):
+        out.append({"unroll": 8})
+    if main.split > 1:
+        out += [{"split": main.split // 2}, {"split": main.split * 2}]
+    taken = {f.name for f in dataclasses.fields(forced) if getattr(forced, f.name) is not None}
+    valid = []
+    for c in out:
+        if taken & set(c) or not all(_in_range(k, v) for k, v in c.items()):
+            continue
+        if c not in valid:
+            valid.append(c)
+    return valid
+
+
+def _in_range(name, value):
+    try:
+        KernelOptions(**{name: value})
+    except NumbamrError:
+        return False
+    return True
+
+
+def tune(jf, bound, leaves, outs, ctx, base):
+    """The fastest of ``base`` (the heuristics' Compiled) and its candidates, as a Compiled;
+    the choice is read from, or written to, the disk cache."""
+    from .jit import Compiled
+    path = _cache_path(base.lowered, jf.options)
+    known = _read(path)
+    if known is not None:
+        if not known:
+            return base
+        try:
+            lowered = jf._lower(bound, leaves, outs=outs, options=_merged(jf.options, known))
+            return Compiled(lowered, make_launchers(lowered, ctx.simulator))
+        except NumbamrError:        # the choice no longer applies: tune again
+            pass
+    reference = _host_outputs(run(base, leaves, ctx, outs))
+    best, best_time, times = base, measure(lambda: run(base, leaves, ctx, outs), ctx), {}
+    best_choice = {}
+    times["heuristics"] = best_time
+    for choice in candidates(base.lowered, jf.options)[1:]:
+        label = ",".join(f"{k}={v}" for k, v in choice.items())
+        try:
+            lowered = jf._lower(bound, leaves, outs=outs, options=_merged(jf.options, choice))
+        except NumbamrError:        # this kernel cannot take the option
+            continue
+        try:
+            compiled = Compiled(lowered, make_launchers(lowered, ctx.simulator))
+            got = _host_outputs(run(compiled, leaves, ctx, outs))
+        except Exception as e:      # e.g. more registers or shared memory than a block may have
+            warnings.warn(f"numbamr autotune: {jf.__name__} with {label} could not run "
+                          f"({type(e).__name__}: {e}); it is left out", RuntimeWarning,
+                          stacklevel=3)
+            continue
+        if not _agree(got, reference):
+            warnings.warn(f"numbamr autotune: {jf.__name__} with {label} disagrees with the "
+                          "default layout; it is left out", RuntimeWarning, stacklevel=3)
+            continue
+        t = measure(lambda: run(compiled, leaves, ctx, outs), ctx)
+        times[label] = t
+        if t < best_time:
+            best, best_time, best_choice = compiled, t, choice
+    _write(path, best_choice, times)
+    return best
+
+
+def known_options(jf, lowered):
+    """The options a tuned call of this signature would use (from the disk cache), or None
+    when it has not been tuned on this GPU."""
+    known = _read(_cache_path(lowered, jf.options))
+    return None if known is None else _merged(jf.options, known)
+
+
+def _merged(forced, choice):
+    return dataclasses.replace(forced, **choice)
+
+
+def measure(call, ctx):
+    """Seconds per call: the fastest of ROUNDS rounds of back-to-back calls, each round
+    about TIME_PER_ROUND long, timed from the host to the stream's end."""
+    sync = _synchronizer(ctx)
+    call()
+    sync()
+    t0 = time.perf_counter()
+    call()
+    sync()
+    once = max(time.perf_counter() - t0, 1e-7)
+    n = min(200, max(3, int(TIME_PER_ROUND / once)))
+    best = math.inf
+    for _ in range(ROUNDS):
+        t0 = time.perf_counter()
+        for _ in range(n):
+            call()
+        sync()
+        best = min(best, (time.perf_counter() - t0) / n)
+    return best
+
+
+def _synchronizer(ctx):
+    if ctx.simulator:
+        return lambda: None
+    return lambda: cudadriver.stream_synchronize(ctx.stream)
+
+
+def _host_outputs(result):
+    items = result if isinstance(result, (tuple, list)) else \
+        list(result.values()) if isinstance(result, dict) else [result]
+    return [_to_host(a) for a in items]
+
+
+def _to_host(a):
+    if hasattr(a, "get"):                       # CuPy
+        return np.asarray(a.get())
+    if hasattr(a, "detach"):                    # torch
+        t = a.detach().cpu()
+        return (t.float() if str(t.dtype) == "torch.bfloat16" else t).numpy()
+    return np.asarray(a)
+
+
+def _agree(got, want):
+    """Same outputs up to the rounding a different order of reduction makes."""
+    for g, w in zip(got, want):
+        if g.shape != w.shape:
+            return False
+        if g.dtype.kind in "fc" or w.dtype.kind in "fc":
+            tol = 1e-2 if min(g.dtype.itemsize, w.dtype.itemsize) <= 2 else 1e-4
+            scale = np.nanmax(np.abs(w.astype(np.float64)), initial=0.0) or 1.0
+            if not np.allclose(g.astype(np.float64), w.astype(np.float64), rtol=tol,
+                               atol=tol * scale, equal_nan=True):
+                return False
+        elif not np.array_equal(g, w):
+            return False
+    return True
+
+
+# ---- the disk cache ------------------------------------------------------------------------
+
+def _cache_path(lowered, forced):
+    s = settings.current()
+    if not s.cache:
+        return None
+    from . import __version__
+    h = hashlib.sha256()
+    for part in [__version__, cudadriver.device_name(), repr(forced)] + \
+            [k.source for k in lowered.kernels]:
+        h.update(part.encode())
+        h.update(b"\0")
+    return os.path.join(s.cache_dir, "tune", h.hexdigest()[:32] + ".json")
+
+
+def _read(path):
+    """The options chosen before ({} for the heuristics'), or None if not tuned."""
+    if path is None or not os.path.exists(path):
+        return None
+    try:
+        with open(path) as f:
+            return dict(json.load(f)["options"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _write(path, choice, times):
+    if path is None:
+        return
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = f"{path}.{os.getpid()}.tmp"
+    with open(tmp, "w") as f:
+        json.dump({"options": choice, "gpu": cudadriver.device_name(),
+                   "seconds_per_call": times}, f, indent=1)
+    os.replace(tmp, path)

@@ -1,0 +1,213 @@
+"""Autotuning: the fastest candidate wins, forced options stay, the choice is kept on disk
+and reused, candidates that disagree with the default layout are left out.
+
+Without a GPU the tuner runs in the simulator with a stand-in clock (``tune.measure``)
+that says how fast each layout is; on a GPU (marked ``gpu``) it times for real.
+"""
+import glob
+import json
+import os
+
+import numpy as np
+import pytest
+
+import numbamr as nm
+from numbamr import tune
+from conftest import HAS_GPU
+
+
+def softmax(x):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def softmax64(x):
+    return softmax(np.asarray(x, np.float64))
+
+
+class FakeClock:
+    """Seconds per call from the layout that just ran: ``speed(layout)``."""
+
+    def __init__(self, speed):
+        self.speed, self.last, self.timed = speed, None, []
+
+    def run(self, real_run):
+        def recording(compiled, *args, **kwargs):
+            self.last = compiled.lowered.kernels[0].layout
+            return real_run(compiled, *args, **kwargs)
+        return recording
+
+    def measure(self, call, ctx):
+        call()
+        self.timed.append(self.last)
+        return self.speed(self.last)
+
+
+@pytest.fixture
+def tuning(monkeypatch, tmp_path):
+    """Tuning on (in the simulator too), a private cache, and a clock the test sets."""
+    monkeypatch.setenv("NUMBAMR_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(tune, "applies", lambda simulator: True)
+
+    def use(speed):
+        clock = FakeClock(speed)
+        monkeypatch.setattr(tune, "run", clock.run(tune.run))
+        monkeypatch.setattr(tune, "measure", clock.measure)
+        return clock
+    use.dir = tmp_path
+    return use
+
+
+def _tune_files(root):
+    return glob.glob(os.path.join(str(root), "tune", "*.json"))
+
+
+def _x(rows=4, cols=256, seed=0):
+    return np.random.default_rng(seed).standard_normal((rows, cols)).astype(np.float32)
+
+
+def test_the_fastest_candidate_wins_and_its_result_is_right(tuning):
+    x = _x()
+    default_t = nm.jit(softmax).lower(x).kernels[0].layout.threads_per_row
+    clock = tuning(lambda layout: 1.0 / layout.threads_per_row)     # more threads: faster
+    jf = nm.jit(softmax, autotune=True)
+    got = jf(x)
+    np.testing.assert_allclose(got, softmax64(x), rtol=1e-5, atol=1e-7)
+    assert len(clock.timed) >= 3          # the heuristics' layout and at least two others
+    (path,) = _tune_files(tuning.dir)
+    with open(path) as f:
+        record = json.load(f)
+    assert record["options"] == {"threads_per_row": 2 * default_t}
+    assert min(record["seconds_per_call"].values()) == pytest.approx(1.0 / (2 * default_t))
+    (compiled,) = jf._cache.values()
+    assert compiled.lowered.kernels[0].layout.threads_per_row == 2 * default_t
+
+
+def test_a_later_function_reuses_the_choice_without_timing(tuning):
+    x = _x()
+    default_t = nm.jit(softmax).lower(x).kernels[0].layout.threads_per_row
+    tuning(lambda layout: 1.0 / layout.threads_per_row)
+    nm.jit(softmax, autotune=True)(x)
+
+    def no_timing(layout):
+        raise AssertionError("timed again although the choice is on disk")
+    tuning(no_timing)
+    again = nm.jit(softmax, autotune=True)
+    assert again.lower(x).kernels[0].layout.threads_per_row == 2 * default_t
+    np.testing.assert_allclose(again(x), softmax64(x), rtol=1e-5, atol=1e-7)
+    (compiled,) = again._cache.values()
+    assert compiled.lowered.kernels[0].layout.threads_per_row == 2 * default_t
+
+
+def test_the_heuristics_layout_wins_when_it_is_fastest_and_that_is_kept(tuning):
+    x = _x()
+    default = nm.jit(softmax).lower(x).kernels[0].layout
+    tuning(lambda layout: 1.0 if layout == default else 2.0)
+    jf = nm.jit(softmax, autotune=True)
+    jf(x)
+    (path,) = _tune_files(tuning.dir)
+    with open(path) as f:
+        assert json.load(f)["options"] == {}
+    assert jf.lower(x).kernels[0].layout == default
+
+
+def test_forced_options_are_never_tuned(tuning):
+    x = _x()
+    clock = tuning(lambda layout: 1.0 / layout.threads_per_row)
+    jf = nm.jit(softmax, autotune=True, threads_per_row=32)
+    np.testing.assert_allclose(jf(x), softmax64(x), rtol=1e-5, atol=1e-7)
+    assert clock.timed and all(layout.threads_per_row == 32 for layout in clock.timed)
+    for choice in tune.candidates(jf.lower(x), jf.options):
+        assert "threads_per_row" not in choice
+
+
+def test_a_candidate_that_disagrees_is_left_out(tuning, monkeypatch):
+    x = _x()
+    clock = tuning(lambda layout: 0.5 if layout.blocks_per_sm == 2 else 1.0)
+    real = tune._host_outputs
+
+    def spoiled(result):            # the blocks_per_sm=2 layout computes something else
+        out = real(result)
+        return [o + 1 for o in out] if clock.last.blocks_per_sm == 2 else out
+    monkeypatch.setattr(tune, "_host_outputs", spoiled)
+    jf = nm.jit(softmax, autotune=True)
+    with pytest.warns(RuntimeWarning, match="blocks_per_sm=2 disagrees"):
+        jf(x)
+    (compiled,) = jf._cache.values()
+    assert compiled.lowered.kernels[0].layout.blocks_per_sm != 2
+    assert all(layout.blocks_per_sm != 2 for layout in clock.timed)
+
+
+def test_without_the_disk_cache_nothing_is_written(tuning, monkeypatch):
+    monkeypatch.setenv("NUMBAMR_CACHE", "0")
+    x = _x()
+    clock = tuning(lambda layout: 1.0 / layout.threads_per_row)
+    np.testing.assert_allclose(nm.jit(softmax, autotune=True)(x), softmax64(x),
+                               rtol=1e-5, atol=1e-7)
+    assert len(clock.timed) >= 3
+    assert not _tune_files(tuning.dir)
+
+
+def test_candidates_change_one_option_each_and_are_valid():
+    x = _x(64, 8192)
+    lowered = nm.jit(softmax).lower(x)
+    options = nm.KernelOptions()
+    cands = tune.candidates(lowered, options)
+    assert cands[0] == {}
+    assert all(len(c) == 1 for c in cands[1:])
+    assert len({tuple(sorted(c.items())) for c in cands}) == len(cands)
+    for c in cands:
+        nm.KernelOptions(**c)       # raises on an out-of-range value
+
+
+def test_autotune_must_be_a_bool():
+    with pytest.raises(nm.ArgumentError, match="autotune must be True or False"):
+        nm.jit(softmax, autotune=1)
+
+
+@pytest.mark.skipif(HAS_GPU, reason="kernels run on the GPU here, not in the simulator")
+def test_no_tuning_in_the_simulator_by_default(monkeypatch, tmp_path):
+    monkeypatch.setenv("NUMBAMR_CACHE_DIR", str(tmp_path))
+
+    def no_timing(call, ctx):
+        raise AssertionError("timed in the simulator")
+    monkeypatch.setattr(tune, "measure", no_timing)
+    x = _x()
+    np.testing.assert_allclose(nm.jit(softmax, autotune=True)(x), softmax64(x),
+                               rtol=1e-5, atol=1e-7)
+    assert not _tune_files(tmp_path)
+
+
+@pytest.mark.gpu
+def test_tuning_on_the_gpu_times_candidates_and_keeps_the_fastest(monkeypatch, tmp_path):
+    import cupy
+    monkeypatch.setenv("NUMBAMR_CACHE_DIR", str(tmp_path))
+    x = _x(1024, 4096)
+    jf = nm.jit(softmax, autotune=True)
+    got = cupy.asnumpy(jf(cupy.asarray(x)))
+    np.testing.assert_allclose(got, softmax64(x), rtol=1e-5, atol=1e-7)
+    (path,) = _tune_files(tmp_path)
+    with open(path) as f:
+        record = json.load(f)
+    times = record["seconds_per_call"]
+    assert len(times) >= 3 and all(t > 0 for t in times.values())
+    label = ",".join(f"{k}={v}" for k, v in record["options"].items()) or "heuristics"
+    assert times[label] == min(times.values())
+    (compiled,) = jf._cache.values()
+    assert jf.lower(x).kernels[0].source == compiled.lowered.kernels[0].source
+
+
+def test_a_candidate_that_cannot_run_is_left_out_with_a_warning(tuning, monkeypatch):
+    x = _x()
+    clock = tuning(lambda layout: 0.5 if layout.blocks_per_sm == 2 else 1.0)
+    real = tune.make_launchers
+
+    def failing(lowered, simulator):
+        if lowered.kernels[0].layout.blocks_per_sm == 2:
+            raise RuntimeError("too many resources requested for launch")
+        return real(lowered, simulator)
+    monkeypatch.setattr(tune, "make_launchers", failing)
+    jf = nm.jit(softmax, autotune=True)
+    with pytest.warns(RuntimeWarning, match="blocks_per_sm=2 could not run"):
+        np.testing.assert_allclose(jf(x), softmax64(x), rtol=1e-5, atol=1e-7)
+    assert all(layout.blocks_per_sm != 2 for layout in clock.timed)
