@@ -3,6 +3,7 @@
     python bench/run.py                      # everything
     python bench/run.py --impls numbamr,torch --ops softmax,var --out /tmp/r.md
     python bench/run.py --launch-only        # host time per call only
+    python bench/run.py --impls numbamr,numbamr.autotune,torch.compile   # tuned beside default
 
 Every result is checked against float64 NumPy before it is timed. Time per call is the
 median over trials of (wall time of N back-to-back calls + one synchronize) / N; the copy
@@ -93,13 +94,17 @@ class Impl:
 
 
 class Numbamr(Impl):
+    def __init__(self, name, autotune=False):
+        super().__init__(name)
+        self.autotune = autotune
+
     def prepare(self, op, dtype, x, params):
         import cupy
         import numbamr as nm
         fn = suite.np_ops(np)[op]
         if dtype == "float16":
             fn = suite.half_wrap(fn)
-        jf = nm.jit(fn)
+        jf = nm.jit(fn, autotune=self.autotune)    # autotune: the first (checked) call tunes
         args = [cupy.asarray(x)] + [cupy.asarray(p) for p in params]
         self.kernels = len(jf.lower(*args).kernels)
         return lambda: jf(*args)
@@ -154,7 +159,9 @@ class Jax(Impl):
             jax.block_until_ready(self.last)
 
 
-IMPLS = {"numbamr": lambda: Numbamr("numbamr"), "torch": lambda: Torch("torch eager", False),
+IMPLS = {"numbamr": lambda: Numbamr("numbamr"),
+         "numbamr.autotune": lambda: Numbamr("numbamr autotune", autotune=True),
+         "torch": lambda: Torch("torch eager", False),
          "torch.compile": lambda: Torch("torch.compile", True), "cupy": lambda: CuPy("cupy"),
          "jax": lambda: Jax("jax jit")}
 
@@ -181,7 +188,7 @@ def run_case(op, shape, dtype, impls, rng, log):
                 continue
             t = timeit(call, wait=getattr(impl, "wait", None))
             row[impl.name] = (nbytes / t / 1e9, t)
-            if isinstance(impl, Numbamr):
+            if isinstance(impl, Numbamr) and not impl.autotune:
                 row["kernels"] = impl.kernels
             log(f"  {impl.name}: {nbytes / t / 1e9:8.1f} GB/s  ({t * 1e6:.1f} us)")
         except Exception as e:           # recorded in the table, never hidden
