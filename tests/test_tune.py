@@ -183,8 +183,9 @@ def test_tuning_on_the_gpu_times_candidates_and_keeps_the_fastest(monkeypatch, t
     import cupy
     monkeypatch.setenv("NUMBAMR_CACHE_DIR", str(tmp_path))
     x = _x(1024, 4096)
+    xd = cupy.asarray(x)
     jf = nm.jit(softmax, autotune=True)
-    got = cupy.asnumpy(jf(cupy.asarray(x)))
+    got = cupy.asnumpy(jf(xd))
     np.testing.assert_allclose(got, softmax64(x), rtol=1e-5, atol=1e-7)
     (path,) = _tune_files(tmp_path)
     with open(path) as f:
@@ -194,7 +195,7 @@ def test_tuning_on_the_gpu_times_candidates_and_keeps_the_fastest(monkeypatch, t
     label = ",".join(f"{k}={v}" for k, v in record["options"].items()) or "heuristics"
     assert times[label] == min(times.values())
     (compiled,) = jf._cache.values()
-    assert jf.lower(x).kernels[0].source == compiled.lowered.kernels[0].source
+    assert jf.lower(xd).kernels[0].source == compiled.lowered.kernels[0].source
 
 
 def test_a_candidate_that_cannot_run_is_left_out_with_a_warning(tuning, monkeypatch):
