@@ -160,6 +160,20 @@ def test_candidates_change_one_option_each_and_are_valid():
         nm.KernelOptions(**c)       # raises on an out-of-range value
 
 
+def test_results_agree_up_to_the_rounding_of_their_dtype():
+    base = np.linspace(1, 2, 64)
+    half, single = np.dtype(np.float16), np.dtype(np.float32)
+    near = base * (1 + 5e-3)            # another order of reduction, rounded to 11 bits
+    assert tune._agree([near.astype(half)], [base.astype(half)], [(half, (64,))])
+    assert not tune._agree([near.astype(single)], [base.astype(single)], [(single, (64,))])
+    assert tune._agree([(base * (1 + 1e-6)).astype(single)], [base.astype(single)],
+                       [(single, (64,))])
+    ints = np.arange(64)
+    assert tune._agree([ints], [ints.copy()], [(ints.dtype, (64,))])
+    assert not tune._agree([ints + (ints == 3)], [ints], [(ints.dtype, (64,))])
+    assert not tune._agree([base[:32]], [base[:32].reshape(4, 8)], [(base.dtype, (32,))])
+
+
 def test_autotune_must_be_a_bool():
     with pytest.raises(nm.ArgumentError, match="autotune must be True or False"):
         nm.jit(softmax, autotune=1)
