@@ -68,45 +68,61 @@ def _in_range(name, value):
 def tune(jf, bound, leaves, outs, ctx, base):
     """The fastest of ``base`` (the heuristics' Compiled) and its candidates, as a Compiled;
     the choice is read from, or written to, the disk cache."""
-    from .jit import Compiled
     path = _cache_path(base.lowered, jf.options)
     known = _read(path)
     if known is not None:
         if not known:
             return base
         try:
-            lowered = jf._lower(bound, leaves, outs=outs, options=_merged(jf.options, known))
-            return Compiled(lowered, make_launchers(lowered, ctx.simulator))
+            return _compiled(jf, bound, leaves, outs, ctx, known)
         except NumbamrError:        # the choice no longer applies: tune again
             pass
     reference = _host_outputs(run(base, leaves, ctx, outs))
-    best, best_time, times = base, measure(lambda: run(base, leaves, ctx, outs), ctx), {}
-    best_choice = {}
-    times["heuristics"] = best_time
+    best, best_choice = base, {}
+    times = {"heuristics": measure(lambda: run(base, leaves, ctx, outs), ctx)}
+    best_time = times["heuristics"]
     for choice in candidates(base.lowered, jf.options)[1:]:
         label = ",".join(f"{k}={v}" for k, v in choice.items())
-        try:
-            lowered = jf._lower(bound, leaves, outs=outs, options=_merged(jf.options, choice))
-        except NumbamrError:        # this kernel cannot take the option
+        compiled = _checked(jf, bound, leaves, outs, ctx, choice, label,
+                            reference, base.lowered.out_specs)
+        if compiled is None:
             continue
-        try:
-            compiled = Compiled(lowered, make_launchers(lowered, ctx.simulator))
-            got = _host_outputs(run(compiled, leaves, ctx, outs))
-        except Exception as e:      # e.g. more registers or shared memory than a block may have
-            warnings.warn(f"numbamr autotune: {jf.__name__} with {label} could not run "
-                          f"({type(e).__name__}: {e}); it is left out", RuntimeWarning,
-                          stacklevel=3)
-            continue
-        if not _agree(got, reference, base.lowered.out_specs):
-            warnings.warn(f"numbamr autotune: {jf.__name__} with {label} disagrees with the "
-                          "default layout; it is left out", RuntimeWarning, stacklevel=3)
-            continue
-        t = measure(lambda: run(compiled, leaves, ctx, outs), ctx)
-        times[label] = t
-        if t < best_time:
-            best, best_time, best_choice = compiled, t, choice
+        times[label] = measure(lambda: run(compiled, leaves, ctx, outs), ctx)
+        if times[label] < best_time:
+            best, best_time, best_choice = compiled, times[label], choice
     _write(path, best_choice, times)
     return best
+
+
+def _compiled(jf, bound, leaves, outs, ctx, choice):
+    from .jit import Compiled
+    lowered = jf._lower(bound, leaves, outs=outs, options=_merged(jf.options, choice))
+    return Compiled(lowered, make_launchers(lowered, ctx.simulator))
+
+
+def _checked(jf, bound, leaves, outs, ctx, choice, label, reference, specs):
+    """The candidate ``choice`` compiled and run once, or None: when the kernels cannot
+    take it (silently), or when it cannot run or its results differ from ``reference``
+    (with a warning: either is a limit the layout heuristics did not foresee)."""
+    try:
+        compiled = _compiled(jf, bound, leaves, outs, ctx, choice)
+    except NumbamrError:            # an option this kernel cannot take
+        return None
+    except Exception as e:          # e.g. more registers than a block of this size may have
+        return _left_out(jf, label, f"could not compile ({type(e).__name__}: {e})")
+    try:
+        got = _host_outputs(run(compiled, leaves, ctx, outs))
+    except Exception as e:          # e.g. more shared memory than a multiprocessor has
+        return _left_out(jf, label, f"could not run ({type(e).__name__}: {e})")
+    if not _agree(got, reference, specs):
+        return _left_out(jf, label, "disagrees with the default layout")
+    return compiled
+
+
+def _left_out(jf, label, why):
+    warnings.warn(f"numbamr autotune: {jf.__name__} with {label} {why}; it is left out",
+                  RuntimeWarning, stacklevel=5)
+    return None
 
 
 def known_options(jf, lowered):
@@ -200,9 +216,11 @@ def _read(path):
         return None
     try:
         with open(path) as f:
-            return dict(json.load(f)["options"])
-    except (OSError, ValueError, KeyError, TypeError):
+            options = dict(json.load(f)["options"])
+        KernelOptions(**options)
+    except (OSError, ValueError, KeyError, TypeError, NumbamrError):   # unreadable: tune again
         return None
+    return options
 
 
 def _write(path, choice, times):

@@ -223,6 +223,21 @@ def test_a_candidate_that_cannot_run_is_left_out_with_a_warning(tuning, monkeypa
         return real(lowered, simulator)
     monkeypatch.setattr(tune, "make_launchers", failing)
     jf = nm.jit(softmax, autotune=True)
-    with pytest.warns(RuntimeWarning, match="blocks_per_sm=2 could not run"):
+    with pytest.warns(RuntimeWarning, match="blocks_per_sm=2 could not compile"):
         np.testing.assert_allclose(jf(x), softmax64(x), rtol=1e-5, atol=1e-7)
     assert all(layout.blocks_per_sm != 2 for layout in clock.timed)
+
+
+def test_an_unreadable_stored_choice_is_tuned_again(tuning):
+    x = _x()
+    clock = tuning(lambda layout: 1.0 / layout.threads_per_row)
+    nm.jit(softmax, autotune=True)(x)
+    (path,) = _tune_files(tuning.dir)
+    with open(path, "w") as f:
+        json.dump({"options": {"no_such_option": 3}}, f)
+    clock.timed.clear()
+    np.testing.assert_allclose(nm.jit(softmax, autotune=True)(x), softmax64(x),
+                               rtol=1e-5, atol=1e-7)
+    assert len(clock.timed) >= 3
+    with open(path) as f:
+        assert "no_such_option" not in json.load(f)["options"]
