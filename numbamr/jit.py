@@ -235,9 +235,11 @@ class JitFunction:
                     _log_recompile(self, key)
                 try:
                     lowered = self._lower(bound, leaves, outs=outs)
-                    compiled = Compiled(lowered, make_launchers(lowered, settings.simulator()))
                     if self.autotune and ctx is not None and tune.applies(ctx.simulator):
-                        compiled = tune.tune(self, bound, leaves, outs, ctx, compiled)
+                        compiled = tune.tune(self, bound, leaves, outs, ctx, lowered)
+                    else:
+                        compiled = Compiled(lowered,
+                                            make_launchers(lowered, settings.simulator()))
                 except NumbamrError as e:
                     if isinstance(e, CompileError):
                         raise self._compile_error(e.plain_message) from e

@@ -65,18 +65,21 @@ def _in_range(name, value):
     return True
 
 
-def tune(jf, bound, leaves, outs, ctx, base):
-    """The fastest of ``base`` (the heuristics' Compiled) and its candidates, as a Compiled;
-    the choice is read from, or written to, the disk cache."""
-    path = _cache_path(base.lowered, jf.options)
+def tune(jf, bound, leaves, outs, ctx, lowered):
+    """The fastest of ``lowered`` (the heuristics' kernels) and its candidates, compiled;
+    the choice is read from, or written to, the disk cache (a stored choice compiles only
+    its own kernels)."""
+    from .jit import Compiled
+    path = _cache_path(lowered, jf.options)
     known = _read(path)
-    if known is not None:
-        if not known:
-            return base
+    if known:
         try:
             return _compiled(jf, bound, leaves, outs, ctx, known)
         except NumbamrError:        # the choice no longer applies: tune again
-            pass
+            known = None
+    base = Compiled(lowered, make_launchers(lowered, ctx.simulator))
+    if known is not None:           # {}: the heuristics' kernels were fastest
+        return base
     reference = _host_outputs(run(base, leaves, ctx, outs))
     best, best_choice = base, {}
     times = {"heuristics": measure(lambda: run(base, leaves, ctx, outs), ctx)}

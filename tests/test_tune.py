@@ -83,7 +83,7 @@ def test_the_fastest_candidate_wins_and_its_result_is_right(tuning):
     assert compiled.lowered.kernels[0].layout.threads_per_row == 2 * default_t
 
 
-def test_a_later_function_reuses_the_choice_without_timing(tuning):
+def test_a_later_function_reuses_the_choice_without_timing(tuning, monkeypatch):
     x = _x()
     default_t = nm.jit(softmax).lower(x).kernels[0].layout.threads_per_row
     tuning(lambda layout: 1.0 / layout.threads_per_row)
@@ -92,11 +92,19 @@ def test_a_later_function_reuses_the_choice_without_timing(tuning):
     def no_timing(layout):
         raise AssertionError("timed again although the choice is on disk")
     tuning(no_timing)
+    compiled_layouts = []
+    real = tune.make_launchers
+
+    def recording(lowered, simulator):
+        compiled_layouts.append(lowered.kernels[0].layout.threads_per_row)
+        return real(lowered, simulator)
+    monkeypatch.setattr(tune, "make_launchers", recording)
     again = nm.jit(softmax, autotune=True)
     assert again.lower(x).kernels[0].layout.threads_per_row == 2 * default_t
     np.testing.assert_allclose(again(x), softmax64(x), rtol=1e-5, atol=1e-7)
     (compiled,) = again._cache.values()
     assert compiled.lowered.kernels[0].layout.threads_per_row == 2 * default_t
+    assert compiled_layouts == [2 * default_t]      # the stored choice's kernels only
 
 
 def test_the_heuristics_layout_wins_when_it_is_fastest_and_that_is_kept(tuning):
