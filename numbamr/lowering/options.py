@@ -291,6 +291,9 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
 SPLIT_SEGMENT = 8192
 SPLIT_THREADS = 256
 STREAM_THREADS = 256    # threads on a streamed row (one pass), when there are rows enough
+# chunks per iteration on such a row (measured on the H200 at 1024 x 65536, bench/RESULTS.md:
+# variance and logsumexp 4% faster than 4 chunks, sum + max and whole-array sums level)
+STREAM_UNROLL = 8
 
 
 def _split_threads(forced):
@@ -402,9 +405,10 @@ def _choose_layout(kernel, forced, simulator, split=1):
             all(n <= 1 for n in _streamed_passes(kernel, result).values()):
         # rows streamed in one pass, plenty of them: fewer threads a row, so that each
         # block's combine is a smaller share of its time (measured 17-35% faster at
-        # 1024 x 65536, bench/RESULTS.md)
-        return _choose_layout(kernel, replace(forced, threads_per_row=STREAM_THREADS),
-                              simulator, split)
+        # 1024 x 65536, bench/RESULTS.md), each loading more chunks at once
+        unroll = forced.unroll if forced.unroll is not None else STREAM_UNROLL
+        return _choose_layout(kernel, replace(forced, threads_per_row=STREAM_THREADS,
+                                              unroll=unroll), simulator, split)
     return result
 
 
