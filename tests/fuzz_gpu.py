@@ -163,10 +163,11 @@ def _run_jobs(args, argv):
                 [sys.executable, os.path.abspath(__file__), "--start", str(first),
                  "--count", str(n)] + rest, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                 text=True))
-    totals, failed = [0, 0, 0, 0], False
+    totals, failed, seeds = [0, 0, 0, 0], False, []
     for p in procs:
         out = p.communicate()[0]
         print(out, end="", flush=True)
+        seeds += re.findall(r"^failing seeds: (.*)$", out, re.M)
         m = re.search(r"^fuzz: (\d+) programs, (\d+) mismatches, (\d+) errors "
                       r"\((\d+) unsupported", out, re.M)
         if m is None:
@@ -177,6 +178,8 @@ def _run_jobs(args, argv):
         failed |= p.returncode != 0
     print(f"\nfuzz total: {totals[0]} programs, {totals[1]} mismatches, {totals[2]} errors "
           f"({totals[3]} unsupported) in {len(procs)} processes", flush=True)
+    if seeds:       # last, so that a tail of the output still names them
+        print("failing seeds: " + " ".join(seeds), flush=True)
     return 1 if failed else 0
 
 

@@ -13,7 +13,7 @@ import numbamr as nm
 from conftest import SIMULATOR
 from helpers import run_and_check, to_host
 from numbamr.lowering.online import find_fusions
-from numbamr.lowering.options import KernelOptions, choose
+from numbamr.lowering.options import STREAM_UNROLL, KernelOptions, choose
 from numbamr.runtime.device import clusters_available
 from programs import BY_NAME, Program
 
@@ -192,16 +192,18 @@ def test_which_split_rows_use_the_online_forms(options, fused):
 @pytest.mark.parametrize("cluster", [0, 1])
 def test_long_two_pass_rows_are_split_and_compile_without_spills(cluster):
     """1024 x 65536 float32: rows that need two passes are split 8 ways (segments of 8192
-    in registers); one-pass reductions stream with 256 threads a row. Blocks counting
+    in registers); one-pass reductions stream with 256 threads a row, 8 chunks an iteration
+    (unless the unroll is forced). Blocks counting
     arrivals exchange once (online forms); a cluster's blocks exchange twice where one
     reduce depends on another (rmsnorm has one reduce)."""
     from test_ptx import lower_for_gpu, compile_report
     rng = np.random.default_rng(0)
-    split, streamed = [], []
+    split, streamed, k_inputs = [], [], {}
     for name in ("softmax", "layernorm", "rmsnorm", "zscore", "sum_and_max", "variance"):
         p = BY_NAME[name]
         inputs = (np.empty((1024, 65536), np.float32),) + tuple(p.make(rng, 1, 65536)[1:])
         (k,) = lower_for_gpu(nm.jit(cluster=cluster)(p.fn), inputs).kernels
+        k_inputs[name] = inputs
         (split if k.layout.split > 1 else streamed).append((name, k))
     assert [n for n, _ in split] == ["softmax", "layernorm", "rmsnorm", "zscore"]
     for name, k in split:
@@ -211,10 +213,14 @@ def test_long_two_pass_rows_are_split_and_compile_without_spills(cluster):
             assert k.source.count("xbar_wait(") == want, f"{name}: {want} exchanges"
         else:
             assert k.source.count("arrive_and_wait(") == 1, f"{name}: one exchange"
+    assert [n for n, _ in streamed] == ["sum_and_max", "variance"]
     for name, k in streamed:
         assert k.block == 256 and not k.layout.groups[0].resident, name
-    report = compile_report([k for _, k in split])
-    for (name, k), r in zip(split, report):
+        assert k.layout.groups[0].chunks == STREAM_UNROLL, name
+        forced = lower_for_gpu(nm.jit(cluster=cluster, unroll=2)(BY_NAME[name].fn), k_inputs[name])
+        assert forced.kernels[0].layout.groups[0].chunks == 2, name
+    report = compile_report([k for _, k in split + streamed])
+    for (name, k), r in zip(split + streamed, report):
         assert r["ok"], r["error"]
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (name, r)
         assert r["vector_bytes"] == [16], (name, r["vector_bytes"])
