@@ -2,8 +2,8 @@
 layouts beside the heuristics' choice, on the call's own arrays, and keeps the fastest.
 
 The candidates change one option of the heuristics' layout at a time (threads per row halved
-and doubled, two blocks a multiprocessor, rows streamed instead of held in registers, a
-deeper unroll, split rows halved and doubled); options the user forced are never changed.
+and doubled, two blocks a multiprocessor, rows streamed instead of held in registers, twice
+the unroll, split rows halved and doubled); options the user forced are never changed.
 Every candidate's results are compared with the heuristics' before it may win, and it must
 be faster by more than timing noise (``MARGIN``). The choice is
 written to ``<cache>/tune/<key>.json``, keyed by the GPU's name and the heuristics' kernel
@@ -47,8 +47,9 @@ def candidates(lowered, forced):
     out = [{}, {"threads_per_row": t // 2}, {"threads_per_row": t * 2}, {"blocks_per_sm": 2}]
     if any(plan.resident for plan in main.groups):
         out.append({"upcast": 0})
-    if any(not plan.resident for plan in main.groups):
-        out.append({"unroll": 8})
+    streamed = [plan.chunks for plan in main.groups if not plan.resident]
+    if streamed:
+        out.append({"unroll": 2 * max(streamed)})
     if main.split > 1:
         out += [{"split": main.split // 2}, {"split": main.split * 2}]
     taken = {f.name for f in dataclasses.fields(forced) if getattr(forced, f.name) is not None}

@@ -195,6 +195,16 @@ def test_candidates_change_one_option_each_and_are_valid():
         nm.KernelOptions(**c)       # raises on an out-of-range value
 
 
+def test_a_streamed_row_is_tried_with_twice_its_unroll():
+    x = _x(4, 4096)
+    lowered = nm.jit(softmax, upcast=0, unroll=3).lower(x)
+    (plan,) = lowered.kernels[0].layout.groups
+    assert not plan.resident and plan.chunks == 3
+    cands = tune.candidates(lowered, nm.KernelOptions(upcast=0))
+    assert {"unroll": 6} in cands
+    assert not any("unroll" in c for c in tune.candidates(lowered, nm.KernelOptions(unroll=3)))
+
+
 def test_results_agree_up_to_the_rounding_of_their_dtype():
     base = np.linspace(1, 2, 64)
     half, single = np.dtype(np.float16), np.dtype(np.float32)
