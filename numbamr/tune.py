@@ -74,15 +74,14 @@ def tune(jf, bound, leaves, outs, ctx, lowered):
     """The fastest of ``lowered`` (the heuristics' kernels) and its candidates, compiled;
     the choice is read from, or written to, the disk cache (a stored choice compiles only
     its own kernels)."""
-    from .jit import Compiled
     path = _cache_path(lowered, jf.options)
     known = _read(path)
     if known:
         try:
-            return _compiled(jf, bound, leaves, outs, ctx, known)
+            return _compile(_lowered(jf, bound, leaves, outs, known), ctx)
         except NumbamrError:        # the choice no longer applies: tune again
             known = None
-    base = Compiled(lowered, make_launchers(lowered, ctx.simulator))
+    base = _compile(lowered, ctx)
     if known is not None:           # {}: the heuristics' kernels were fastest
         return base
     reference = _host_outputs(run(base, leaves, ctx, outs))
@@ -92,7 +91,7 @@ def tune(jf, bound, leaves, outs, ctx, lowered):
     for choice in candidates(base.lowered, jf.options)[1:]:
         label = ",".join(f"{k}={v}" for k, v in choice.items())
         compiled = _checked(jf, bound, leaves, outs, ctx, choice, label,
-                            reference, base.lowered.out_specs)
+                            reference, base.lowered)
         if compiled is None:
             continue
         times[label] = measure(lambda: run(compiled, leaves, ctx, outs), ctx)
@@ -108,18 +107,30 @@ def _describe(jf, lowered):
             "kernels": [f"{k.name} grid={k.grid} block={k.block}" for k in lowered.kernels]}
 
 
-def _compiled(jf, bound, leaves, outs, ctx, choice):
+def _lowered(jf, bound, leaves, outs, choice):
+    return jf._lower(bound, leaves, outs=outs, options=_merged(jf.options, choice))
+
+
+def _compile(lowered, ctx):
     from .jit import Compiled
-    lowered = jf._lower(bound, leaves, outs=outs, options=_merged(jf.options, choice))
     return Compiled(lowered, make_launchers(lowered, ctx.simulator))
 
 
-def _checked(jf, bound, leaves, outs, ctx, choice, label, reference, specs):
-    """The candidate ``choice`` compiled and run once, or None: when the kernels cannot
-    take it (silently), or when it cannot run or its results differ from ``reference``
-    (with a warning: either is a limit the layout heuristics did not foresee)."""
+def _kernels(lowered):
+    """What makes two lowerings the same kernels: each kernel's layout and source."""
+    return [(k.layout, k.source) for k in lowered.kernels]
+
+
+def _checked(jf, bound, leaves, outs, ctx, choice, label, reference, base):
+    """The candidate ``choice`` compiled and run once, or None: silently when the kernels
+    cannot take it or it lowers to ``base``'s kernels (an unroll longer than the rows, say),
+    with a warning when it cannot run or its results differ from ``reference`` (either is
+    a limit the layout heuristics did not foresee)."""
     try:
-        compiled = _compiled(jf, bound, leaves, outs, ctx, choice)
+        lowered = _lowered(jf, bound, leaves, outs, choice)
+        if _kernels(lowered) == _kernels(base):
+            return None
+        compiled = _compile(lowered, ctx)
     except NumbamrError:            # an option this kernel cannot take
         return None
     except Exception as e:          # e.g. more registers than a block of this size may have
@@ -128,7 +139,7 @@ def _checked(jf, bound, leaves, outs, ctx, choice, label, reference, specs):
         got = _host_outputs(run(compiled, leaves, ctx, outs))
     except Exception as e:          # e.g. more shared memory than a multiprocessor has
         return _left_out(jf, label, f"could not run ({type(e).__name__}: {e})")
-    if not _agree(got, reference, specs):
+    if not _agree(got, reference, base.out_specs):
         return _left_out(jf, label, "disagrees with the default layout")
     return compiled
 

@@ -146,6 +146,18 @@ def test_the_stored_choice_names_its_function_and_kernels(tuning):
     assert record["kernels"] == [f"{k.name} grid={k.grid} block={k.block}" for k in default]
 
 
+def test_a_candidate_that_lowers_to_the_default_kernels_is_not_timed(tuning):
+    x = _x(4, 64)                     # streamed rows of one chunk: a longer unroll changes nothing
+    jf = nm.jit(softmax, autotune=True, upcast=0)
+    assert {"unroll": 2} in tune.candidates(nm.jit(softmax, upcast=0).lower(x), jf.options)
+    clock = tuning(lambda layout: 1.0)
+    np.testing.assert_allclose(jf(x), softmax64(x), rtol=1e-5, atol=1e-7)
+    assert len(clock.timed) == len(set(clock.timed)) >= 2     # each layout timed once
+    (path,) = _tune_files(tuning.dir)
+    with open(path) as f:
+        assert "unroll=2" not in json.load(f)["seconds_per_call"]
+
+
 def test_forced_options_are_never_tuned(tuning):
     x = _x()
     clock = tuning(lambda layout: 1.0 / layout.threads_per_row)
