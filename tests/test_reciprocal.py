@@ -33,19 +33,31 @@ def _divisor_rows(dt):
 
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
 def test_quotients_within_one_ulp_across_the_divisor_range(dt):
-    rng = np.random.default_rng(0)
     d = _divisor_rows(dt)
-    fi = np.finfo(dt)
-    x = rng.standard_normal((len(d), 64)).astype(dt)
-    # numerators of every size, so that the quotients overflow, underflow and in between
-    x[:, :8] *= np.array([1e30, 1e-30, float(fi.max) / 2, float(fi.tiny), 0.0, -0.0, np.inf,
-                          np.nan], dtype=dt)
+    x = _numerators(dt, (len(d), 64))
     dsum = np.zeros((len(d), 3), dt)
     dsum[:, 0] = d                                      # the row sum is d itself
     fn = nm.jit(divide_by_row_sum)
     got = fn(x, dsum)
     with np.errstate(all="ignore"):
         want = x / dsum.sum(axis=-1, keepdims=True)     # (-0.0 + 0 + 0 is +0.0)
+    _assert_like_division(got, want)
+
+
+def _numerators(dt, shape):
+    """Normal values, and in the first 8 columns numerators of every size, so that the
+    quotients overflow, underflow and in between."""
+    fi = np.finfo(dt)
+    x = np.random.default_rng(0).standard_normal(shape).astype(dt)
+    x[:, :8] *= np.array([1e30, 1e-30, float(fi.max) / 2, float(fi.tiny), 0.0, -0.0, np.inf,
+                          np.nan], dtype=dt)
+    return x
+
+
+def _assert_like_division(got, want):
+    """Within one ulp of ``want``, with its NaNs and infinities (a subnormal quotient within
+    one subnormal step)."""
+    fi = np.finfo(want.dtype)
     assert got.dtype == want.dtype
     nan = np.isnan(want)
     assert np.array_equal(np.isnan(got), nan), "NaNs differ from division"
@@ -55,10 +67,24 @@ def test_quotients_within_one_ulp_across_the_divisor_range(dt):
     # subnormal quotients: within one spacing of the smallest normal's neighbourhood
     ulps = _ulps(got[finite], want[finite])
     sub = np.abs(want[finite]) < fi.tiny
-    assert ulps[~sub].max() <= 1.0, f"{ulps[~sub].max()} ulps from the quotient"
+    assert ulps[~sub].max(initial=0) <= 1.0, f"{ulps[~sub].max()} ulps from the quotient"
     assert np.abs(got[finite][sub].astype(np.float64) -
                   want[finite][sub].astype(np.float64)).max(initial=0) <= float(
                       fi.smallest_subnormal), "a subnormal quotient is off by more than one step"
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_constant_divisors_across_the_range(dt):
+    """A constant's reciprocal (and its rescaling) is worked out when the kernel is written:
+    the kernel multiplies, and the quotients are division's within one ulp."""
+    x = _numerators(dt, (4, 64))
+    for d in _divisor_rows(dt):
+        def divide(x):
+            return x / d
+        jf = nm.jit(divide)
+        assert " / " not in jf.lower(x).kernels[0].source.split("def divide")[1]
+        with np.errstate(all="ignore"):
+            _assert_like_division(jf(x), x / d)
 
 
 def test_division_kept_when_the_option_is_off():
@@ -93,3 +119,26 @@ def test_scale_constants_are_powers_of_two_in_range():
         # a rescaled divisor's reciprocal is normal at both ends of the range
         assert float(fi.smallest_subnormal) * scale * float(fi.max) > 1.0
         assert float(fi.max) / scale < 1.0 / float(fi.tiny)
+
+
+def distance_to_row_min_over_rows(x):
+    """``d - d.min()`` is never negative in NumPy; the variance ``d`` depends on is needed in a
+    row kernel (for the min) and again in a column kernel (for the mean over rows)."""
+    d = np.abs(x - np.var(x, axis=-1, keepdims=True))
+    return np.sqrt(d - d.min(axis=-1, keepdims=True)).mean(axis=0)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_a_quotient_recomputed_in_two_kernels_is_the_same_in_both(dt):
+    """A division is rendered from the program alone, not from the kernel it lands in: the
+    variance (a sum over a constant) divided once per row and once per element would round
+    differently, making ``d - d.min()`` negative and its square root NaN."""
+    x = np.random.default_rng(2).standard_normal((96, 127)).astype(dt)
+    jf = nm.jit(distance_to_row_min_over_rows)
+    assert len(jf.lower(x).kernels) >= 2
+    got = jf(x)
+    x64 = x.astype(np.float64)
+    d = np.abs(x64 - np.var(x64, axis=-1, keepdims=True))
+    want = np.sqrt(d - d.min(axis=-1, keepdims=True)).mean(axis=0)
+    assert not np.isnan(got).any()
+    np.testing.assert_allclose(got, want, rtol=1e-4 if dt == np.float32 else 1e-10)

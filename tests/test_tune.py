@@ -147,9 +147,10 @@ def test_the_stored_choice_names_its_function_and_kernels(tuning):
 
 
 def test_a_candidate_that_lowers_to_the_default_kernels_is_not_timed(tuning):
-    x = _x(4, 64)                     # streamed rows of one chunk: a longer unroll changes nothing
-    jf = nm.jit(softmax, autotune=True, upcast=0)
-    assert {"unroll": 2} in tune.candidates(nm.jit(softmax, upcast=0).lower(x), jf.options)
+    x = _x(4, 64)      # 32 threads a row stream one chunk each: a longer unroll changes nothing
+    jf = nm.jit(softmax, autotune=True, upcast=0, threads_per_row=32)
+    default = nm.jit(softmax, upcast=0, threads_per_row=32).lower(x)
+    assert {"unroll": 2} in tune.candidates(default, jf.options)
     clock = tuning(lambda layout: 1.0)
     np.testing.assert_allclose(jf(x), softmax64(x), rtol=1e-5, atol=1e-7)
     assert len(clock.timed) == len(set(clock.timed)) >= 2     # each layout timed once

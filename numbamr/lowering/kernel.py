@@ -15,7 +15,7 @@ import numpy as np
 from .. import dtypes
 from ..errors import FusionError
 from ..graph import toposort
-from ..ops import Op, ReduceKind, ALU
+from ..ops import Op, ReduceKind, ALU, MOVEMENT
 from . import symbolic as sym
 
 
@@ -126,6 +126,24 @@ def _arg_key(arg):
 # evaluation of graph nodes at symbolic indices
 # ======================================================================================
 
+# the arg of a DIV Val whose divisor repeats across the quotient: lowered as a multiplication
+# by the divisor's reciprocal (when the ``reciprocal`` option is on) in every kernel
+BY_RECIPROCAL = "by_reciprocal"
+
+
+def divides_by_broadcast(node):
+    """Is the divisor of DIV ``node`` a constant, or broadcast along an axis of the quotient
+    (a row's sum, a scalar)? Decided from the program alone, never from the kernel the division
+    lands in: a quotient recomputed in two kernels must round the same in both (``d - d.min()``
+    must not turn negative because the min's kernel divided and this one multiplied)."""
+    d = node.srcs[1]
+    while d.op in MOVEMENT or d.op is Op.CAST:
+        if d.op is Op.EXPAND and d.srcs[0].size < d.size:
+            return True
+        d = d.srcs[0]
+    return d.op is Op.CONST
+
+
 class _Evaluator:
     """Evaluates graph nodes at index tuples, creating reduce instances on the way."""
 
@@ -177,7 +195,8 @@ class _Evaluator:
             return self.compute(v)
         if op in ALU:
             srcs = [self.compute(self.ev(s, idx)) for s in node.srcs]
-            return vb.make(op, dtypes.compute_dtype(node.dtype), srcs)
+            arg = BY_RECIPROCAL if op is Op.DIV and divides_by_broadcast(node) else None
+            return vb.make(op, dtypes.compute_dtype(node.dtype), srcs, arg)
         if op is Op.EXPAND:
             src = node.srcs[0]
             return self.ev(src, [sym.lift(0) if s == 1 and n != 1 else i
