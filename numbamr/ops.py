@@ -31,6 +31,7 @@ class Op(Enum):
     LOAD = auto()       # arg = (buffer position, address Expr)
     INDEX = auto()      # arg = an index Expr used as a value (argmax positions)
     REDUCED = auto()    # arg = the ReduceInstance whose combined result this is
+    MUL_RN = auto()     # a product rounded on its own: never fused with an add into an FMA
 
 
 class ReduceKind(Enum):

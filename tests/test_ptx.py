@@ -248,6 +248,24 @@ def test_float32_max_and_min_are_one_instruction_on_sm80(monkeypatch):
         assert r["nan_tests"] < p["nan_tests"], (k.name, r["nan_tests"], p["nan_tests"])
 
 
+def _shifted_quotient(x):
+    return x / x.sum(axis=-1, keepdims=True) + 1.0
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float64])
+def test_a_quotient_through_a_reciprocal_is_rounded_before_it_is_added_to(dt):
+    """``x / rowsum`` is ``(x * r) * q``; the last product is one ``mul.rn`` in the PTX, which
+    the compiler never fuses with the ``+ 1.0`` into an FMA (that would add to the unrounded
+    product, so the quotient would round differently where it is used differently)."""
+    x = np.ones((64, 4096), dt)
+    (k,) = lower_for_gpu(_shifted_quotient, (x,)).kernels
+    (r,) = compile_report([k])
+    assert r["ok"], r["error"]
+    per_thread = 4096 // k.layout.threads_per_row
+    assert k.source.count("mul_rn(") == per_thread
+    assert r["rounded_products"] >= per_thread
+
+
 def test_kernels_for_sm90_wait_for_the_previous_kernel_before_touching_memory(monkeypatch):
     """Lowered for an sm_90 GPU, every kernel (each of a multi-kernel call's, and a single
     kernel's) is launched as a programmatic dependent of the stream's previous kernel: its

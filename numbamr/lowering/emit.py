@@ -67,6 +67,7 @@ def _alu(op, dt, a, native=False):
     simple = {
         Op.ADD: lambda: f"{a[0]} + {a[1]}", Op.SUB: lambda: f"{a[0]} - {a[1]}",
         Op.MUL: lambda: f"{a[0]} * {a[1]}", Op.DIV: lambda: f"{a[0]} / {a[1]}",
+        Op.MUL_RN: lambda: f"mul_rn({a[0]}, {a[1]})",
         Op.LT: lambda: f"{a[0]} < {a[1]}", Op.LE: lambda: f"{a[0]} <= {a[1]}",
         Op.GT: lambda: f"{a[0]} > {a[1]}", Op.GE: lambda: f"{a[0]} >= {a[1]}",
         Op.EQ: lambda: f"{a[0]} == {a[1]}", Op.NE: lambda: f"{a[0]} != {a[1]}",
@@ -152,6 +153,7 @@ class Emitter:
             any(ins.op == "XSTORE" for ins in program.instrs)
         # launched as a programmatic dependent of the stream's previous kernel
         self.dependent = target == "cuda" and dependent_launches(arch)
+        self.rounded = any(ins.op == "ALU" and ins.arg is Op.MUL_RN for ins in program.instrs)
         self.lines, self.indent = [], 1
         self.scratch = {}              # (reduce id, dtype) -> scratch array (sim shuffles)
         self.dtype_of = {}             # value name -> dtype (a cast must know its source's)
@@ -203,7 +205,8 @@ class Emitter:
         lib = "intrinsics" if self.target == "cuda" else "simmath"
         head.append(f"from numbamr.runtime.{lib} import select" +
                     (", vload, vstore" if self.target == "cuda" else "") +
-                    (", fmax_nan, fmin_nan" if self.native else ""))
+                    (", fmax_nan, fmin_nan" if self.native else "") +
+                    (", mul_rn" if self.rounded else ""))
         if self.dependent:
             head.append("from numbamr.runtime.intrinsics import griddep_launch, griddep_wait")
         if self.dsmem:

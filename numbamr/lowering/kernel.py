@@ -126,22 +126,23 @@ def _arg_key(arg):
 # evaluation of graph nodes at symbolic indices
 # ======================================================================================
 
-# the arg of a DIV Val whose divisor repeats across the quotient: lowered as a multiplication
-# by the divisor's reciprocal (when the ``reciprocal`` option is on) in every kernel
+# the arg of a DIV Val whose divisor is broadcast across the quotient: lowered as a
+# multiplication by the divisor's reciprocal (when the ``reciprocal`` option is on)
 BY_RECIPROCAL = "by_reciprocal"
 
 
 def divides_by_broadcast(node):
-    """Is the divisor of DIV ``node`` a constant, or broadcast along an axis of the quotient
-    (a row's sum, a scalar)? Decided from the program alone, never from the kernel the division
-    lands in: a quotient recomputed in two kernels must round the same in both (``d - d.min()``
-    must not turn negative because the min's kernel divided and this one multiplied)."""
-    d = node.srcs[1]
+    """Is the divisor of DIV ``node`` a computed value broadcast along an axis of the quotient
+    (a row's sum, ``sqrt(var + eps)``)? Decided from the program alone, never from the kernel
+    the division lands in: a quotient recomputed in two kernels must round the same in both
+    (``d - d.min()`` must not turn negative because the min's kernel divided and this one
+    multiplied). Constant divisors are divided, as NumPy does: ``sum / n`` of a constant row
+    is then exactly its value, so its deviations are exactly 0."""
+    d, broadcast = node.srcs[1], False
     while d.op in MOVEMENT or d.op is Op.CAST:
-        if d.op is Op.EXPAND and d.srcs[0].size < d.size:
-            return True
+        broadcast |= d.op is Op.EXPAND and d.srcs[0].size < d.size
         d = d.srcs[0]
-    return d.op is Op.CONST
+    return broadcast and d.op is not Op.CONST
 
 
 class _Evaluator:

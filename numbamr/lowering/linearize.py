@@ -694,12 +694,9 @@ class Linearizer:
         if op is Op.DIV and val.arg == BY_RECIPROCAL and self.L.reciprocal and \
                 np.dtype(val.dtype) in RECIP_SCALE:
             r, q = self.reciprocal(val.srcs[1], srcs[1])
-            if q is None:                           # a constant divisor in range: x * (1 / d)
-                self.add("ALU", (name,), (srcs[0], r), arg=Op.MUL, dtype=val.dtype)
-                return name
             scaled = self.names.new(f"{name}_r")
             self.add("ALU", (scaled,), (srcs[0], r), arg=Op.MUL, dtype=val.dtype)
-            self.add("ALU", (name,), (scaled, q), arg=Op.MUL, dtype=val.dtype)
+            self.add("ALU", (name,), (scaled, q), arg=Op.MUL_RN, dtype=val.dtype)
             return name
         if op is Op.CAST:
             self.add("CAST", (name,), srcs, arg=val.dtype, dtype=val.dtype)
@@ -714,8 +711,6 @@ class Linearizer:
         subnormal back into range, and ``r = 1 / (d * q)``. Zero, inf and NaN
         divisors keep ``q = 1`` and give what division gives (inf, 0, NaN)."""
         dt = np.dtype(divisor.dtype)
-        if divisor.op is Op.CONST:
-            return constant_reciprocal(divisor.arg, dt)
         if self.group_of(divisor) is not None:      # broadcast along another axis: per element
             return self._reciprocal(text, dt)
         hit = self.recip_memo.get(divisor.id)
@@ -866,16 +861,6 @@ def identity_literal(r):
     kind = r.kind.value
     dt = r.value_dtype if is_arg(r) else r.dtype
     return const_literal(identity(kind, dt).item(), dt)
-
-
-def constant_reciprocal(d, dt):
-    """``_reciprocal``'s ``(r, q)`` for a constant divisor, worked out here as literals (IEEE
-    division rounds the same on every device); ``q`` is None where it would be 1."""
-    tiny, big, scale = RECIP_SCALE[dt]
-    q = scale if abs(d) < tiny else 1.0 / scale if abs(d) > big else 1.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = dt.type(1.0) / (dt.type(d) * dt.type(q))
-    return const_literal(float(r), dt), None if q == 1.0 else const_literal(q, dt)
 
 
 def const_literal(value, dtype):

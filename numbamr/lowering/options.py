@@ -58,10 +58,11 @@ class KernelOptions:
                      max-sum) over a row that is not in registers, or a split row's blocks
                      into one exchange; 0 never (a second read, a second exchange). By
                      default streamed rows fuse, and split rows unless they are clusters
-    reciprocal:      1 divides by a constant or a broadcast value (a row's sum) by
-                     multiplying with its reciprocal, computed once per row where the divisor
-                     is the same for the whole row (within about one ulp of the quotient,
-                     and the same in every kernel that computes it); 0 divides every element
+    reciprocal:      1 divides by a computed value broadcast across the row (a row's sum,
+                     ``sqrt(var + eps)``) by multiplying with its reciprocal, computed once
+                     per row where the divisor is the same for the whole row (within about
+                     one ulp of the quotient, and the same in every kernel that computes
+                     it); constants are divided as NumPy does. 0 divides every element
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -138,7 +139,7 @@ class Layout:
     split: int = 1             # blocks per row, each over one segment of it
     cluster: bool = False      # a split row's blocks form one cluster (exchange at its barrier)
     online: bool = None        # one-pass forms of dependent reduces: forced, or None (heuristic)
-    reciprocal: bool = True    # x / broadcast value as x * (its reciprocal)
+    reciprocal: bool = True    # x / a broadcast value as x * (its reciprocal)
 
     def segment(self, group):
         """The extent one block covers of ``group``."""

@@ -157,6 +157,25 @@ def select(typingctx, cond, a, b):
     return sig, codegen
 
 
+@intrinsic
+def mul_rn(typingctx, a, b):
+    """``a * b`` rounded to nearest as one ``mul.rn`` instruction, which the compiler never
+    fuses with a following add into an FMA (an FMA would use the unrounded product: a
+    quotient computed through a reciprocal must round the same wherever it is used)."""
+    if not isinstance(a, types.Float) or a != b or a.bitwidth not in (32, 64):
+        return None
+    sig = a(a, b)
+
+    def codegen(context, builder, sig, args):
+        bits = sig.return_type.bitwidth
+        fty = ir.FloatType() if bits == 32 else ir.DoubleType()
+        reg = "f" if bits == 32 else "d"
+        asm = ir.InlineAsm(ir.FunctionType(fty, [fty, fty]), f"mul.rn.f{bits} $0, $1, $2;",
+                           f"={reg},{reg},{reg}")
+        return builder.call(asm, list(args))
+    return sig, codegen
+
+
 def _nan_minmax(name, op):
     @intrinsic
     def fn(typingctx, a, b):

@@ -47,6 +47,11 @@ def select(cond, a, b):
     return a if cond else b
 
 
+def mul_rn(a, b):
+    """The simulator's ``mul_rn``: NumPy scalars round every product already."""
+    return a * b
+
+
 # ---- split rows (see lowering.emit.Emitter.op_xsync): partials as 64-bit patterns --------
 
 def xstore(buf, idx, value):
