@@ -130,6 +130,7 @@ class Linearizer:
         self.instrs, self.names = [], _Names()
         self.row_memo = {}                # Val id -> name or literal (row-level values)
         self.recip_memo = {}              # Val id -> (reciprocal, scale) of a row-level divisor
+        self.prefetched = set()           # groups whose outputs' weights were loaded early
         self.elem_memo = {}               # (Val id, group id, u, v) -> name
         self.index_memo = {}              # rendered row-level index text -> name
         self.red = {}                     # reduce id -> (value name, index name or None)
@@ -413,6 +414,7 @@ class Linearizer:
             self.L.segment(g) % (
             self.L.threads_per_row * plan.vector * plan.chunks) == 0 and not self.row_mask
         pending = {r.id: [] for r in insts}
+        early, seen = self.prefetched_loads(g, insts), []
         for ch in self.chunks(g):
             updates = []
             for r in insts:
@@ -427,6 +429,12 @@ class Linearizer:
                 for v, val in enumerate(vals):
                     pos = (self.position(ch, v),) if is_arg(r) else ()
                     updates.append(("ACC", r, (val,) + pos, r.kind))
+            seen.append(ch)
+            if early and len(seen) == plan.chunks:     # after the row's last chunk is loaded
+                for c in seen:
+                    for val in early:
+                        for v in range(plan.vector):
+                            self.elem_value(val, c, v)
             if ch.mask:
                 self.add("IF", srcs=(ch.mask,), arg=ch.mask)
             for op, r, srcs, kind in updates:
@@ -594,6 +602,24 @@ class Linearizer:
     def _acc_dtype(self, r, i):
         """dtype of accumulator ``i`` of ``r``."""
         return self.acc_spec(r)[i][1]
+
+    def prefetched_loads(self, g, insts):
+        """Loads of the outputs over ``g`` that are the same for every row (a weight), to be
+        issued with the first pass over a split row's chunks rather than after its blocks
+        exchange: their latency then hides behind the exchange, and the outputs find them in
+        registers. Only where they hold no more values than the row's own chunks do:
+        measured on the H200 at 1024 x 65536 (bench/RESULTS.md), rmsnorm's one weight went
+        from 91% to 96% of the copy ceiling, layernorm's two weights lost 7%."""
+        plan = self.L.groups[g.id]
+        if self.L.split == 1 or not plan.resident or plan.staged or insts[0].depth != 0 or \
+                g.id in self.prefetched:
+            return []
+        self.prefetched.add(g.id)
+        stores = [s.value for s in self.k.stores if s.group is g]
+        loads = {w.id: w for v in stores for w in walk(v) if w.op is Op.LOAD}
+        own = {w.id for r in insts for w in walk(r.body) if w.op is Op.LOAD}
+        shared = [w for i, w in loads.items() if i not in own and w.arg[1].vars() <= {g.var}]
+        return shared if 0 < len(shared) <= len(own) else []
 
     def row_stores(self):
         stores = [s for s in self.k.stores if s.group is None]
