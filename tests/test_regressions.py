@@ -144,3 +144,21 @@ def test_float32_products_of_values_near_one_do_not_drift(options):
     assert abs(float(np.asarray(got_all)) / np.prod(exact) - 1) < 2e-7
     rows = np.asarray(got_rows, np.float64) / np.prod(exact, axis=1) - 1
     assert np.abs(rows).max() < 2e-7
+
+
+# ---- NaN mismatch, fuzz seed 16718 on the H200 (seen at 5ee3f20, found again at 4363d8c) --
+# The variance m2 / 127 was divided per row in the kernel that took min(|x - var|) and
+# multiplied by 1/127 per element in the column kernel that took the mean over rows of
+# sqrt(|x - var| - min): rounded two ways, the difference went below 0 and the square root
+# was NaN. Divisions now lower the same in every kernel (constants are divided).
+
+def sqrt_of_distance_to_row_min_mean_over_rows(x):
+    t1 = np.var(x, axis=2, keepdims=True)
+    t2 = np.abs(x - t1)
+    t4 = np.sqrt(t2 - np.min(t2, -1, keepdims=True))
+    return t4, t4.mean((-3, 1), keepdims=True)
+
+
+def test_a_variance_recomputed_in_a_column_kernel_rounds_as_in_the_row_kernel():
+    check(sqrt_of_distance_to_row_min_mean_over_rows, [(64, 1, 127)], options={"vector": 1},
+          dtypes=[np.float64])
