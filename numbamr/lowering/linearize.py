@@ -130,7 +130,6 @@ class Linearizer:
         self.instrs, self.names = [], _Names()
         self.row_memo = {}                # Val id -> name or literal (row-level values)
         self.recip_memo = {}              # Val id -> (reciprocal, scale) of a row-level divisor
-        self.prefetched = set()           # groups whose outputs' weights were loaded early
         self.elem_memo = {}               # (Val id, group id, u, v) -> name
         self.index_memo = {}              # rendered row-level index text -> name
         self.red = {}                     # reduce id -> (value name, index name or None)
@@ -611,10 +610,8 @@ class Linearizer:
         measured on the H200 at 1024 x 65536 (bench/RESULTS.md), rmsnorm's one weight went
         from 91% to 96% of the copy ceiling, layernorm's two weights lost 7%."""
         plan = self.L.groups[g.id]
-        if self.L.split == 1 or not plan.resident or plan.staged or insts[0].depth != 0 or \
-                g.id in self.prefetched:
-            return []
-        self.prefetched.add(g.id)
+        if self.L.split == 1 or not plan.resident or plan.staged or insts[0].depth != 0:
+            return []                   # (one pass over ``g`` is at depth 0: loaded once)
         stores = [s.value for s in self.k.stores if s.group is g]
         loads = {w.id: w for v in stores for w in walk(v) if w.op is Op.LOAD}
         own = {w.id for r in insts for w in walk(r.body) if w.op is Op.LOAD}
