@@ -296,6 +296,12 @@ STREAM_THREADS = 256    # threads on a streamed row (one pass), when there are r
 # chunks per iteration on such a row (measured on the H200 at 1024 x 65536, bench/RESULTS.md:
 # variance and logsumexp 4% faster than 4 chunks, sum + max and whole-array sums level)
 STREAM_UNROLL = 8
+# threads of a block of short rows (several rows a block), measured on the H200 from 64 to
+# 1024 columns (bench/RESULTS.md): a kernel that writes whole rows (softmax, layernorm,
+# z-score) ran 1-2% faster in blocks of 64 threads than of 256; one that writes a value per
+# row (variance, logsumexp, sum + max) ran 20-24% slower, and keeps 256
+ROW_BLOCK_THREADS = 256
+ROW_OUTPUT_BLOCK_THREADS = 64
 
 
 def _split_threads(forced):
@@ -354,6 +360,11 @@ def _auto_split(kernel, forced, layout):
     return trial
 
 
+def _writes_rows(kernel):
+    """Does ``kernel`` write outputs over its rows' elements (not only a value per row)?"""
+    return any(s.group is not None for s in kernel.stores)
+
+
 def _choose_layout(kernel, forced, simulator, split=1):
     layout = forced.layout or ("col" if _prefers_col(kernel) else "row")
     extent = max((g.extent // split for g in kernel.groups), default=1)
@@ -373,7 +384,8 @@ def _choose_layout(kernel, forced, simulator, split=1):
     if forced.rows_per_block is not None:
         rb = forced.rows_per_block
     else:
-        target = 64 if simulator else (1024 if layout == "col" else 256)
+        target = 64 if simulator else 1024 if layout == "col" else \
+            ROW_OUTPUT_BLOCK_THREADS if _writes_rows(kernel) else ROW_BLOCK_THREADS
         widest = 32 if layout == "row" or simulator else _col_rows_per_block(nrows)
         rb = max(1, min(target // t, _pow2_ceil(nrows), widest if layout == "col" else 1024))
         if simulator:
