@@ -246,6 +246,23 @@ def test_column_layouts_take_wide_blocks_while_blocks_remain(shape, columns, thr
     assert k.grid * k.block <= 2 * 132 * 1024
 
 
+@pytest.mark.parametrize("name,block", [("softmax", 64), ("layernorm", 64), ("zscore", 64),
+                                        ("variance", 256), ("logsumexp", 256),
+                                        ("sum_and_max", 256)])
+@pytest.mark.parametrize("columns", [64, 256, 1024])
+def test_short_rows_written_whole_take_small_blocks(name, block, columns):
+    """Short rows held in registers: a kernel that writes its rows whole runs in blocks of
+    64 threads, one that writes a value per row in blocks of 256 (several rows a block in
+    both; the H200 measurements are in bench/RESULTS.md)."""
+    p = BY_NAME[name]
+    inputs = p.make(np.random.default_rng(0), 65536, columns)
+    (k,) = lower_for_gpu(p.fn, inputs).kernels
+    assert k.layout.layout == "row" and k.layout.split == 1
+    assert all(plan.resident for plan in k.layout.groups)
+    assert k.block == block
+    assert k.layout.threads_per_row * k.layout.rows_per_block == block
+
+
 def test_column_reductions_over_few_columns_split_into_two_kernels():
     """8192 x 8192 column variance: 8192 columns fill fewer than 264 blocks of 32, so the
     reduction is split in four segments (shifted sums) and combined by a second kernel."""
