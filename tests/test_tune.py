@@ -14,6 +14,8 @@ import pytest
 import numbamr as nm
 from numbamr import tune
 from conftest import HAS_GPU
+from programs import BY_NAME
+from test_ptx import lower_for_gpu
 
 
 def softmax(x):
@@ -216,6 +218,23 @@ def test_a_streamed_row_is_tried_with_twice_its_unroll():
     cands = tune.candidates(lowered, nm.KernelOptions(upcast=0))
     assert {"unroll": 6} in cands
     assert not any("unroll" in c for c in tune.candidates(lowered, nm.KernelOptions(unroll=3)))
+
+
+def test_short_rows_are_tried_in_blocks_of_a_quarter_and_four_times_the_threads():
+    """Rows of 1024 held in registers: whatever block the heuristics chose, the tuner also
+    times the same threads a row in blocks with four times fewer or more rows (where they
+    fit in 1024 threads)."""
+    x = np.empty((65536, 1024), np.float32)
+    for fn in (softmax, BY_NAME["variance"].fn):
+        lowered = lower_for_gpu(fn, (x,))
+        layout = lowered.kernels[0].layout
+        t, rb = layout.threads_per_row, layout.rows_per_block
+        cands = tune.candidates(lowered, nm.KernelOptions())
+        blocks = {t * c["rows_per_block"] for c in cands if "rows_per_block" in c}
+        assert blocks == {b for b in (t * rb // 4, t * rb * 4) if t <= b <= 1024}, fn
+        assert blocks
+    forced = tune.candidates(lower_for_gpu(softmax, (x,)), nm.KernelOptions(rows_per_block=1))
+    assert not any("rows_per_block" in c for c in forced)
 
 
 def test_results_agree_up_to_the_rounding_of_their_dtype():
