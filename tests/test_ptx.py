@@ -153,6 +153,44 @@ def test_long_rows_are_staged_on_chip_without_spills():
         assert r["vector_loads"] > 0, name
 
 
+def _bench_suite():
+    sys.path.insert(0, os.path.join(ROOT, "bench"))
+    try:
+        import suite
+    finally:
+        sys.path.pop(0)
+    return suite
+
+
+def test_the_benchmark_suite_compiles_as_on_the_h200_without_spills(monkeypatch):
+    """Every cell of bench/suite.py, lowered as on the H200 (sm_90: split rows as clusters,
+    dependent launches), compiles without spills or stack frames, reads its rows with
+    vector loads (column layouts read adjacent columns instead) and writes rows written
+    whole (softmax, layernorm, rmsnorm, z-score) with vector stores."""
+    from numbamr.runtime import device
+    monkeypatch.setattr(device, "arch", lambda: (9, 0))
+    suite = _bench_suite()
+    ops = suite.np_ops(np)
+    kernels, names = [], []
+    for op, shape, dtype in suite.cases():
+        fn = ops[op] if dtype == "float32" else suite.half_wrap(ops[op])
+        params = [np.empty(shape[1], np.float32)
+                  for _ in suite.params_of(op, shape[1], np.random.default_rng(0))]
+        lowered = lower_for_gpu(fn, (np.empty(shape, dtype),) + tuple(params))
+        kernels += lowered.kernels
+        names += [f"{op} {shape[0]}x{shape[1]} {dtype} #{i}"
+                  for i in range(len(lowered.kernels))]
+    assert any(k.layout.cluster for k in kernels)       # the long rows, as on the H200
+    whole = ("softmax", "layernorm", "rmsnorm", "zscore")
+    for name, k, r in zip(names, kernels, compile_report(kernels)):
+        assert r["ok"], (name, r["error"])
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (name, r)
+        if name.endswith("#0") and k.layout.layout == "row":
+            assert r["vector_loads"] > 0, name
+        if name.split()[0] in whole:
+            assert r["vector_stores"] > 0, name
+
+
 CUBIN_CHILD = r"""
 import sys
 import numpy as np
