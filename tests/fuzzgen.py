@@ -760,7 +760,8 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
     outputs that depend on rounding more than linearly, and once with the mean inside every
     var/std drifted as a float32 running sum drifts (see _PerturbedNumpy). It matters only for
     outputs that cancel to about 0 or amplify rounding (a row minus its own minimum, a sum of
-    centered values); a well-conditioned output keeps ``rtol * max|ref|``. ``source`` (default
+    centered values); a well-conditioned output keeps ``rtol * max|ref|``, a float16 output at
+    least one float16 ulp of its largest value. ``source`` (default
     ``fn.source``) is the generated program's text; without it, only the inputs are perturbed.
     """
     from helpers import flatten, to_float64
@@ -775,6 +776,7 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
                 pass
         refs = [np.asarray(x, dtype=np.float64) for x in flatten(ref)]
         typs = [np.asarray(x).astype(np.float64) for x in flatten(typed)]
+        halves = [np.asarray(x).dtype == np.float16 for x in flatten(typed)]
         rng = np.random.default_rng(12345)
         sens = [0.0] * len(refs)
         for _ in range(trials):
@@ -790,11 +792,13 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
         # and once with only the means inside var/std drifted (2 sqrt(n) ulps)
         moved_mean, _ = _moved(fn, source, inputs, refs, 0.0, rng, mean_ulps=2.0)
     scales = []
-    for r, t, s, d_big, d_mean in zip(refs, typs, sens, moved_big, moved_mean):
+    for r, t, s, d_big, d_mean, half in zip(refs, typs, sens, moved_big, moved_mean, halves):
         e32 = float(np.abs(t - r).max()) if r.size else 0.0
         tol = max(slack * e32, slack * eps32 * s, slack * d_mean)
         if d_big > 4 * big * s:
             tol = max(tol, slack * d_big)
+        if half and r.size:     # a value near a float16 rounding boundary may round either way
+            tol = max(tol, float(np.finfo(np.float16).eps) * float(np.abs(r).max()))
         scales.append(tol / rtol)
     return typed, ref, scales
 
