@@ -48,11 +48,16 @@ def inspect(entry, cc=(9, 0)):
     regs = [int(x) for x in re.findall(r"Used (\d+) registers", log)]
     return {
         "ok": True, "error": None,
-        "vector_loads": len(re.findall(r"ld\.global(?:\.\w+)*\.v[248]\.", ptx)),
-        "vector_stores": len(re.findall(r"st\.global(?:\.\w+)*\.v[248]\.", ptx)),
-        "scalar_global_loads": len(re.findall(r"ld\.global(?:\.nc)?\.[fbsu]\d+", ptx)),
+        "vector_loads": len(re.findall(r"ld\.global(?:\.[\w:]+)*\.v[248]\.", ptx)),
+        "vector_stores": len(re.findall(r"st\.global(?:\.[\w:]+)*\.v[248]\.", ptx)),
+        "scalar_global_loads": len(re.findall(
+            r"ld\.global(?:\.nc)?(?:\.L2::cache_hint)?\.[fbsu]\d+", ptx)),
+        # loads under an L2 eviction policy, and the policies they use
+        "hinted_loads": len(re.findall(r"ld\.global(?:\.[\w:]+)*\.L2::cache_hint\.", ptx)),
+        "evict_last_policies": len(re.findall(r"createpolicy\.fractional\.L2::evict_last\.",
+                                              ptx)),
         "vector_bytes": sorted({int(n) * int(bits) // 8 for n, bits in re.findall(
-            r"(?:ld|st)\.global(?:\.\w+)*?\.v([248])\.[fbsu](\d+)", ptx)}),
+            r"(?:ld|st)\.global(?:\.[\w:]+)*?\.v([248])\.[fbsu](\d+)", ptx)}),
         "cluster_barriers": len(re.findall(r"barrier\.cluster\.(?:arrive|wait)", ptx)),
         "async_stores": len(re.findall(r"\bst\.async\.", ptx)),
         "mbarrier_waits": len(re.findall(r"\bmbarrier\.try_wait\.", ptx)),

@@ -80,3 +80,25 @@ def test_more_than_2_31_elements():
     rows[-1, 7] = 3
     m = nm.jit(lambda a: a.max(axis=1))(rows)
     assert float(m[-1]) == 3 and float(m[0]) == 0 and int((m != 0).sum()) == 1
+
+
+def _row_max_minus_mean(x):
+    return x.max(axis=-1) - x.mean(axis=-1)
+
+
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.float64, np.int8, np.uint8,
+                                np.int16, np.int32, np.int64])
+def test_loads_under_the_l2_policy_read_what_plain_loads_read(dt):
+    """Inputs loaded under the L2 evict_last policy (evict_last=1; on sm_80+): every dtype's
+    vector (words split back into narrow elements, pairs of words into 8-byte ones) holds
+    the input's values, as with evict_last=0, against float64 NumPy."""
+    import cupy as cp
+    rng = np.random.default_rng(11)
+    x = (rng.standard_normal((300, 4096)) * 40).astype(dt)
+    want = _row_max_minus_mean(x.astype(np.float64))
+    kept, plain = (nm.jit(evict_last=e)(_row_max_minus_mean) for e in (1, 0))
+    assert "vload_keep(" in kept.lower(cp.asarray(x)).kernels[0].source
+    for fn in (kept, plain):
+        got = cp.asnumpy(fn(cp.asarray(x))).astype(np.float64)
+        tol = 2e-3 if dt == np.float16 else 1e-5
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol * np.abs(want).max())

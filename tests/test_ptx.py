@@ -7,6 +7,7 @@ register spills or stack frames.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -19,6 +20,7 @@ from programs import PROGRAMS, BY_NAME
 pytestmark = [pytest.mark.ptx, pytest.mark.xdist_group("ptx")]   # one compile report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VLOAD = re.compile(r"\bvload(?:_keep)?\(")      # a vector load, plain or under an L2 policy
 
 
 def lower_for_gpu(fn, inputs):
@@ -72,7 +74,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(report):
 
 def test_vector_access_in_source_is_vector_access_in_ptx(report):
     for name, (k, r) in report.items():
-        if "vload(" in k.source:
+        if VLOAD.search(k.source):
             assert r["vector_loads"] > 0, f"{name}: vload in source but no ld.global.v*"
         if "vstore(" in k.source:
             assert r["vector_stores"] > 0, f"{name}: vstore in source but no st.global.v*"
@@ -83,7 +85,7 @@ def test_row_kernels_read_with_16_byte_loads(report):
     for prog in ("softmax", "layernorm", "rmsnorm", "variance", "logsumexp", "sum_and_max"):
         for rows, cols in GPU_SHAPES:
             k, r = report[f"{prog}[{rows}x{cols}]"]
-            assert "vload(" in k.source and r["vector_loads"] > 0, f"{prog} {rows}x{cols}"
+            assert VLOAD.search(k.source) and r["vector_loads"] > 0, f"{prog} {rows}x{cols}"
 
 
 def test_half_rows_move_16_bytes_per_access():
@@ -166,7 +168,8 @@ def test_the_benchmark_suite_compiles_as_on_the_h200_without_spills(monkeypatch)
     """Every cell of bench/suite.py, lowered as on the H200 (sm_90: split rows as clusters,
     dependent launches), compiles without spills or stack frames, reads its rows with
     vector loads (column layouts read adjacent columns instead) and writes rows written
-    whole (softmax, layernorm, rmsnorm, z-score) with vector stores."""
+    whole (softmax, layernorm, rmsnorm, z-score) with vector stores, their inputs read under
+    the L2 evict_last policy (the other cells' plainly)."""
     from numbamr.runtime import device
     monkeypatch.setattr(device, "arch", lambda: (9, 0))
     suite = _bench_suite()
@@ -187,6 +190,7 @@ def test_the_benchmark_suite_compiles_as_on_the_h200_without_spills(monkeypatch)
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (cell, r)
         if position == 0 and k.layout.layout == "row":
             assert r["vector_loads"] > 0, cell
+        assert (r["hinted_loads"] > 0) == (op in whole), cell
         if op in whole:
             assert r["vector_stores"] > 0, cell
 
@@ -327,3 +331,50 @@ def test_kernels_for_sm90_wait_for_the_previous_kernel_before_touching_memory(mo
         assert r["ok"] and k.dependent, (k.name, r["error"])
         assert r["griddep_waits"] == r["griddep_launches"] == 1, k.name
         assert r["global_before_griddep_wait"] == 0, k.name
+
+
+def _row_max(x):
+    return x.max(axis=-1)
+
+
+def _less_row_max(x):
+    return x - x.max(axis=-1, keepdims=True)
+
+
+KEPT_DTYPES = [np.float32, np.float16, np.float64, np.int8, np.uint8, np.int16, np.int32,
+               np.int64]
+
+
+def test_inputs_load_under_the_l2_evict_last_policy_on_sm80_and_newer(monkeypatch):
+    """Lowered for an sm_80+ GPU, a kernel that writes whole rows loads its inputs under the
+    L2 evict_last policy (``createpolicy`` and ``ld.global.L2::cache_hint`` vectors): every
+    dtype's vector compiles (narrow elements packed in 32-bit words, 8-byte ones as pairs of
+    words), still as vector loads. ``evict_last=0``, an older GPU, or a kernel that writes
+    a value per row loads plainly."""
+    from numbamr.runtime import device
+    x = {dt: np.empty((64, 4096), dt) for dt in KEPT_DTYPES}
+    monkeypatch.setattr(device, "arch", lambda: (7, 5))
+    older = [lower_for_gpu(_less_row_max, (x[dt],)).kernels[0] for dt in KEPT_DTYPES]
+    monkeypatch.setattr(device, "arch", lambda: (9, 0))
+    kept = [lower_for_gpu(_less_row_max, (x[dt],)).kernels[0] for dt in KEPT_DTYPES]
+    plain = [lower_for_gpu(nm.jit(evict_last=0)(_less_row_max), (x[dt],)).kernels[0]
+             for dt in KEPT_DTYPES[:4]] + \
+        [lower_for_gpu(_row_max, (x[dt],)).kernels[0] for dt in KEPT_DTYPES[4:]]
+    n = len(KEPT_DTYPES)
+    reports = compile_report(older + kept + plain)
+    for dt, k, r in zip(KEPT_DTYPES, kept, reports[n:2 * n]):
+        assert r["ok"], (dt, r["error"])
+        assert "vload_keep(" in k.source, dt
+        assert r["hinted_loads"] >= r["vector_loads"] > 0 and r["evict_last_policies"] > 0, \
+            (dt, r)
+        assert r["spill_bytes"] == 0, (dt, r)
+    for dt, k, r in zip(KEPT_DTYPES * 2, older + plain, reports[:n] + reports[2 * n:]):
+        assert r["ok"], (dt, r["error"])
+        assert "vload_keep" not in k.source and VLOAD.search(k.source), dt
+        assert r["hinted_loads"] == r["evict_last_policies"] == 0 and r["vector_loads"] > 0, \
+            (dt, r)
+
+
+def test_evict_last_is_checked():
+    with pytest.raises(nm.NumbamrError, match="evict_last must be 0 or 1"):
+        nm.jit(evict_last=2)(_row_max).lower(np.empty((4, 64), np.float32))

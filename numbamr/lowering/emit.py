@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import dtypes
 from ..ops import Op, ReduceKind
-from ..runtime.device import NAN_MINMAX_ARCH, capable, dependent_launches
+from ..runtime.device import L2_POLICY_ARCH, NAN_MINMAX_ARCH, capable, dependent_launches
 from .linearize import const_literal, exchange_dtype as _xdt
 
 FULL_MASK = "0xFFFFFFFF"
@@ -148,6 +148,9 @@ class Emitter:
         self.p, self.target = program, target
         # float32 max/min as one max.NaN/min.NaN instruction (sm_80 and newer)
         self.native = target == "cuda" and capable(arch, NAN_MINMAX_ARCH)
+        # vector loads of inputs under the L2 evict_last policy (sm_80 and newer)
+        self.keep = target == "cuda" and program.layout.evict_last and \
+            capable(arch, L2_POLICY_ARCH)
         # a split row's blocks are a cluster: partials go to each block's shared memory
         self.dsmem = target == "cuda" and program.layout.cluster and \
             any(ins.op == "XSTORE" for ins in program.instrs)
@@ -204,7 +207,8 @@ class Emitter:
                 "                         float16, float32, float64)"]
         lib = "intrinsics" if self.target == "cuda" else "simmath"
         head.append(f"from numbamr.runtime.{lib} import select" +
-                    (", vload, vstore" if self.target == "cuda" else "") +
+                    (", vload_keep, vstore" if self.keep else
+                     ", vload, vstore" if self.target == "cuda" else "") +
                     (", fmax_nan, fmin_nan" if self.native else "") +
                     (", mul_rn" if self.rounded else ""))
         if self.dependent:
@@ -277,7 +281,7 @@ class Emitter:
         buf, n = ins.srcs[0], len(ins.out)
         outs = ", ".join(ins.out)
         if self.target == "cuda":
-            src = f"vload({buf}, {text}, {n})"
+            src = f"{'vload_keep' if self.keep else 'vload'}({buf}, {text}, {n})"
         else:
             src = "(" + ", ".join(f"{buf}[{text} + {i}]" if i else f"{buf}[{text}]"
                                   for i in range(n)) + ")"

@@ -63,6 +63,10 @@ class KernelOptions:
                      per row where the divisor is the same for the whole row (within about
                      one ulp of the quotient, and the same in every kernel that computes
                      it); constants are divided as NumPy does. 0 divides every element
+    evict_last:      1 loads inputs (vector loads of whole 4-byte words) under the L2
+                     evict_last policy on sm_80 and newer: L2 gives up the kernel's
+                     written lines before the lines it read. 0 loads them plainly. By
+                     default kernels that write whole rows (not a value per row) take it
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -78,6 +82,7 @@ class KernelOptions:
     cluster: int = None
     online: int = None
     reciprocal: int = None
+    evict_last: int = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -107,7 +112,7 @@ class KernelOptions:
             raise ArgumentError(f"option unroll must be >= 1, got {self.unroll}")
         if self.stage is not None and not 0 <= self.stage <= 227 * 1024:
             raise ArgumentError(f"option stage must be 0..232448 bytes, got {self.stage}")
-        for name in ("zigzag", "cluster", "online", "reciprocal"):
+        for name in ("zigzag", "cluster", "online", "reciprocal", "evict_last"):
             if getattr(self, name) not in (None, 0, 1):
                 raise ArgumentError(f"option {name} must be 0 or 1, got {getattr(self, name)}")
         for name in ("blocks_per_sm", "min_blocks_per_sm"):
@@ -140,6 +145,7 @@ class Layout:
     cluster: bool = False      # a split row's blocks form one cluster (exchange at its barrier)
     online: bool = None        # one-pass forms of dependent reduces: forced, or None (heuristic)
     reciprocal: bool = True    # x / a broadcast value as x * (its reciprocal)
+    evict_last: bool = False   # vector loads under the L2 evict_last policy (sm_80+)
 
     def segment(self, group):
         """The extent one block covers of ``group``."""
@@ -285,7 +291,9 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
                    min_blocks_per_sm=forced.min_blocks_per_sm or 0,
                    split=split, cluster=cluster,
                    online=None if forced.online is None else bool(forced.online),
-                   reciprocal=forced.reciprocal != 0)
+                   reciprocal=forced.reciprocal != 0,
+                   evict_last=_writes_rows(kernel) if forced.evict_last is None else
+                   bool(forced.evict_last))
 
 
 # a block of a split row: 8192 elements over 256 threads (measured on the H200 at 1024 x

@@ -47,6 +47,7 @@ def arch():
 
 
 NAN_MINMAX_ARCH = (8, 0)           # max.NaN / min.NaN: sm_80 and newer
+L2_POLICY_ARCH = (8, 0)            # loads under an L2 eviction policy: sm_80 and newer
 CLUSTER_ARCH = (9, 0)              # thread-block clusters: sm_90 and newer
 DEPENDENT_LAUNCH_ARCH = (9, 0)     # programmatic dependent launch: sm_90 and newer
 

@@ -33,35 +33,84 @@ def _vector_pointer(context, builder, arrty, arr, idx, n):
     return builder.bitcast(ptr, vty.as_pointer()), min(16, nbytes)
 
 
-@intrinsic
-def vload(typingctx, arr, idx, n):
-    """Load ``n`` (a literal) elements of ``arr`` from ``idx`` as one vector access."""
-    if not isinstance(n, types.IntegerLiteral):
-        return None
-    count = n.literal_value
-    sig = types.UniTuple(arr.dtype, count)(arr, idx, n)
+def _split_words(builder, loaded, elem, count):
+    """The ``count`` elements of a loaded vector (narrow ones packed in 32-bit words)."""
+    words = loaded.type.count
+    if words == count:
+        return [builder.extract_element(loaded, ir.Constant(ir.IntType(32), i))
+                for i in range(count)]
+    per = count // words
+    bits = 32 // per
+    ity = ir.IntType(bits)
+    elems = []
+    for w in range(words):
+        word = builder.extract_element(loaded, ir.Constant(ir.IntType(32), w))
+        for j in range(per):
+            part = builder.trunc(builder.lshr(word, ir.Constant(ir.IntType(32), bits * j)), ity)
+            elems.append(builder.bitcast(part, elem) if elem != ity else part)
+    return elems
 
-    def codegen(context, builder, sig, args):
-        vptr, align = _vector_pointer(context, builder, sig.args[0], args[0], args[1], count)
-        elem = context.get_value_type(sig.args[0].dtype)
-        loaded = builder.load(vptr, align=align)
-        words = vptr.type.pointee.count
-        if words == count:
-            elems = [builder.extract_element(loaded, ir.Constant(ir.IntType(32), i))
-                     for i in range(count)]
-        else:   # narrow elements: split each 32-bit word
-            per = count // words
-            bits = 32 // per
-            ity = ir.IntType(bits)
-            elems = []
-            for w in range(words):
-                word = builder.extract_element(loaded, ir.Constant(ir.IntType(32), w))
-                for j in range(per):
-                    part = builder.trunc(builder.lshr(word, ir.Constant(ir.IntType(32), bits * j)),
-                                         ity)
-                    elems.append(builder.bitcast(part, elem) if elem != ity else part)
-        return context.make_tuple(builder, sig.return_type, elems)
-    return sig, codegen
+
+# L2 keeps the lines these loads bring in ahead of others (the kernel's written lines go
+# first): on the H200, kernels that write whole rows ran 1-2.3% faster with it (also with
+# every call reading a different input), kernels that write a value per row 0.3-1.4% slower
+# (bench/RESULTS.md, run 15)
+_KEEP_POLICY = "createpolicy.fractional.L2::evict_last.b64 $0, 1.0;"
+
+
+def _kept_load(context, builder, vptr):
+    """Load ``*vptr`` (a vector of a multiple of 4 bytes, aligned to its size up to 16) as
+    16-byte or narrower pieces of 32-bit words, each with the L2 evict_last policy."""
+    vty = vptr.type.pointee
+    nbytes = vty.count * vty.element.get_abi_size(context.target_data)
+    i32 = ir.IntType(32)
+    base = builder.ptrtoint(vptr, ir.IntType(64))
+    # a pure statement (no side effect): the compiler computes the policy once per kernel
+    policy_fn = ir.InlineAsm(ir.FunctionType(ir.IntType(64), []), _KEEP_POLICY, "=l")
+    policy = builder.call(policy_fn, [])
+    words = []
+    for offset in range(0, nbytes, 16):
+        n = min(4, (nbytes - offset) // 4)
+        addr = builder.add(base, ir.Constant(ir.IntType(64), offset))
+        outs = ", ".join(f"${i}" for i in range(n))
+        shape = f".v{n}.b32 {{{outs}}}" if n > 1 else f".b32 {outs}"
+        text = f"ld.global.L2::cache_hint{shape}, [${n}], ${n + 1};"
+        rty = ir.LiteralStructType([i32] * n) if n > 1 else i32
+        got = _asm(builder, text, ",".join(["=r"] * n + ["l", "l"]), (addr, policy), rty)
+        words += [builder.extract_value(got, i) for i in range(n)] if n > 1 else [got]
+    vec = ir.Constant(ir.VectorType(i32, len(words)), ir.Undefined)
+    for i, w in enumerate(words):
+        vec = builder.insert_element(vec, w, ir.Constant(i32, i))
+    return builder.bitcast(vec, vty)
+
+
+def _vload(keep):
+    def vload(typingctx, arr, idx, n):
+        if not isinstance(n, types.IntegerLiteral):
+            return None
+        count = n.literal_value
+        sig = types.UniTuple(arr.dtype, count)(arr, idx, n)
+
+        def codegen(context, builder, sig, args):
+            vptr, align = _vector_pointer(context, builder, sig.args[0], args[0], args[1], count)
+            elem = context.get_value_type(sig.args[0].dtype)
+            pointee = vptr.type.pointee
+            if keep and pointee.count * pointee.element.get_abi_size(context.target_data) % 4 == 0:
+                loaded = _kept_load(context, builder, vptr)
+            else:
+                loaded = builder.load(vptr, align=align)
+            return context.make_tuple(builder, sig.return_type,
+                                      _split_words(builder, loaded, elem, count))
+        return sig, codegen
+    vload.__name__ = "vload_keep" if keep else "vload"
+    vload.__doc__ = ("Load ``n`` (a literal) elements of ``arr`` from ``idx`` as one vector "
+                     "access" + (" under the L2 evict_last policy (sm_80 and newer)" if keep
+                                 else "") + ".")
+    return intrinsic(vload)
+
+
+vload = _vload(False)
+vload_keep = _vload(True)
 
 
 @intrinsic
