@@ -162,3 +162,38 @@ def sqrt_of_distance_to_row_min_mean_over_rows(x):
 def test_a_variance_recomputed_in_a_column_kernel_rounds_as_in_the_row_kernel():
     check(sqrt_of_distance_to_row_min_mean_over_rows, [(64, 1, 127)], options={"vector": 1},
           dtypes=[np.float64])
+
+
+# ---- NaN from sqrt(t - t.min()) with t float16 (simulator fuzz seed 100923, at 1f93c13) -----
+# float16 operations were computed in float32 and not rounded, but a float16 reduction's
+# result was: t.min() rounded to float16 could exceed the unrounded t it came from, so
+# t - t.min() went below 0 and its square root was NaN. Seeds 50516, 50692, 51650 and 51924
+# (a float16 output NumPy computes as exactly 0 came out at 3e-5..4e-4) were the same
+# thing. Every float16 (bfloat16) result is now rounded to its dtype, as NumPy does.
+
+def sqrt_of_tanh_above_its_row_min(x, y):
+    t1 = y.mean(axis=-1, keepdims=True)
+    t2 = (y - t1) / (1.0 + t1 * t1)
+    t4 = np.tanh(t2 * np.sum(t2))
+    t6 = np.sqrt(t4 - np.min(t4, 1, keepdims=True))
+    return np.tanh(t6) * x, np.max(t6, axis=1)
+
+
+@pytest.mark.parametrize("options", [{}, {"layout": "col", "rows_per_block": 3, "vector": 4}])
+def test_a_float16_value_is_not_below_its_own_minimum(options):
+    check(sqrt_of_tanh_above_its_row_min, [(5, 2), (5, 2)], options=options,
+          dtypes=[np.float32, np.float16], seed=3)
+
+
+def float16_arithmetic(x, y):
+    return (x + y) * x - y / (x * x + 0.1), np.sqrt(np.abs(x * y)) + 0.1
+
+
+def test_float16_arithmetic_rounds_each_operation_as_numpy_does():
+    """Each float16 result is NumPy's to the bit (+, -, *, /, sqrt and a weak 0.1 are
+    correctly rounded in float32 and again in float16, as NumPy computes them)."""
+    x, y = standard_inputs([(64, 33), (64, 33)], [np.float16, np.float16], seed=5)
+    got = nm.jit(float16_arithmetic)(x, y)
+    for g, want in zip(got, float16_arithmetic(x, y)):
+        assert g.dtype == want.dtype == np.float16
+        np.testing.assert_array_equal(g, want)

@@ -18,6 +18,10 @@ from ..graph import toposort
 from ..ops import Op, ReduceKind, ALU, MOVEMENT
 from . import symbolic as sym
 
+# ops whose result is one of their operands' values, or an integer: already representable
+# in a narrow float dtype when the operands are
+SAME_VALUES = {Op.NEG, Op.ABS, Op.MAX, Op.MIN, Op.WHERE, Op.FLOOR, Op.CEIL}
+
 
 class Val:
     """A per-element value of the kernel (hash-consed by ``ValBuilder``)."""
@@ -185,9 +189,10 @@ class _Evaluator:
             for i, s in zip(idx, strides):
                 addr = addr + i * s
             return self.compute(vb.make(Op.LOAD, node.dtype, (), (node.arg, addr)))
-        if op is Op.CONST:
+        if op is Op.CONST:      # a float16 constant is its float16 value (NumPy's)
             cd = dtypes.compute_dtype(node.dtype)
-            return vb.make(Op.CONST, cd, (), np.array(node.arg).astype(cd).item())
+            value = np.array(node.arg).astype(node.dtype).astype(cd).item()
+            return vb.make(Op.CONST, cd, (), value)
         if op is Op.CAST:
             src = self.ev(node.srcs[0], idx)
             if src.dtype == node.dtype:
@@ -197,7 +202,12 @@ class _Evaluator:
         if op in ALU:
             srcs = [self.compute(self.ev(s, idx)) for s in node.srcs]
             arg = BY_RECIPROCAL if op is Op.DIV and divides_by_broadcast(node) else None
-            return vb.make(op, dtypes.compute_dtype(node.dtype), srcs, arg)
+            v = vb.make(op, dtypes.compute_dtype(node.dtype), srcs, arg)
+            if v.dtype == node.dtype or op in SAME_VALUES:
+                return v
+            # NumPy rounds every float16 (bfloat16) result to its dtype; so must a kernel,
+            # or a value used twice stops matching itself (x - x.min() below 0)
+            return self.compute(vb.make(Op.CAST, node.dtype, (v,), node.dtype))
         if op is Op.EXPAND:
             src = node.srcs[0]
             return self.ev(src, [sym.lift(0) if s == 1 and n != 1 else i
