@@ -237,6 +237,24 @@ def test_short_rows_are_tried_in_blocks_of_a_quarter_and_four_times_the_threads(
     assert not any("rows_per_block" in c for c in forced)
 
 
+def test_the_l2_policy_is_tried_the_other_way_on_sm80_and_newer(monkeypatch):
+    """On a GPU with L2 eviction policies the tuner also times the loads the other way:
+    plain for a kernel that writes whole rows, under evict_last for one that writes a
+    value per row. Without such a GPU (the choice would change nothing) it does not."""
+    from numbamr.runtime import device
+    x = np.empty((4096, 1024), np.float32)
+    variance = BY_NAME["variance"].fn
+    monkeypatch.setattr(device, "arch", lambda: (7, 5))
+    assert not any("evict_last" in c
+                   for c in tune.candidates(lower_for_gpu(softmax, (x,)), nm.KernelOptions()))
+    monkeypatch.setattr(device, "arch", lambda: (9, 0))
+    for fn, flipped in ((softmax, 0), (variance, 1)):
+        cands = tune.candidates(lower_for_gpu(fn, (x,)), nm.KernelOptions())
+        assert {"evict_last": flipped} in cands, fn
+    forced = tune.candidates(lower_for_gpu(softmax, (x,)), nm.KernelOptions(evict_last=1))
+    assert not any("evict_last" in c for c in forced)
+
+
 def test_results_agree_up_to_the_rounding_of_their_dtype():
     base = np.linspace(1, 2, 64)
     half, single = np.dtype(np.float16), np.dtype(np.float32)
