@@ -65,7 +65,7 @@ def _kept_load(context, builder, vptr):
     nbytes = vty.count * vty.element.get_abi_size(context.target_data)
     i32 = ir.IntType(32)
     base = builder.ptrtoint(vptr, ir.IntType(64))
-    # a pure statement (no side effect): the compiler computes the policy once per kernel
+    # no side effect and no memory read: the compiler is free to share it between loads
     policy_fn = ir.InlineAsm(ir.FunctionType(ir.IntType(64), []), _KEEP_POLICY, "=l")
     policy = builder.call(policy_fn, [])
     words = []
