@@ -62,7 +62,7 @@ def candidates(lowered, forced):
         if t * rb * 4 <= 1024:
             out.append({"rows_per_block": rb * 4})
     if device.capable(device.arch(), device.L2_POLICY_ARCH) and \
-            any("vload" in k.source for k in lowered.kernels):
+            any(ins.op == "VLOAD" for k in lowered.kernels for ins in k.program.instrs):
         # loads under the L2 evict_last policy the other way round (on the H200, 1-2.3%
         # faster for kernels that write whole rows, 0.3-1.4% slower for the others)
         out.append({"evict_last": int(not main.evict_last)})

@@ -58,11 +58,10 @@ def _split_words(builder, loaded, elem, count):
 _KEEP_POLICY = "createpolicy.fractional.L2::evict_last.b64 $0, 1.0;"
 
 
-def _kept_load(context, builder, vptr):
-    """Load ``*vptr`` (a vector of a multiple of 4 bytes, aligned to its size up to 16) as
-    16-byte or narrower pieces of 32-bit words, each with the L2 evict_last policy."""
+def _kept_load(builder, vptr, nbytes):
+    """Load ``*vptr`` (a vector of ``nbytes``, a multiple of 4, aligned to its size up to 16)
+    as 16-byte or narrower pieces of 32-bit words, each with the L2 evict_last policy."""
     vty = vptr.type.pointee
-    nbytes = vty.count * vty.element.get_abi_size(context.target_data)
     i32 = ir.IntType(32)
     base = builder.ptrtoint(vptr, ir.IntType(64))
     # no side effect and no memory read: the compiler is free to share it between loads
@@ -95,8 +94,9 @@ def _vload(keep):
             vptr, align = _vector_pointer(context, builder, sig.args[0], args[0], args[1], count)
             elem = context.get_value_type(sig.args[0].dtype)
             pointee = vptr.type.pointee
-            if keep and pointee.count * pointee.element.get_abi_size(context.target_data) % 4 == 0:
-                loaded = _kept_load(context, builder, vptr)
+            nbytes = pointee.count * pointee.element.get_abi_size(context.target_data)
+            if keep and nbytes % 4 == 0:
+                loaded = _kept_load(builder, vptr, nbytes)
             else:
                 loaded = builder.load(vptr, align=align)
             return context.make_tuple(builder, sig.return_type,
