@@ -1,4 +1,6 @@
 """Shared test helpers: run a program with numbamr and check it against float64 NumPy."""
+import re
+
 import numpy as np
 
 import numbamr as nm
@@ -76,3 +78,10 @@ def run_in_threads(work, args):
     if errors:
         raise errors[0]
     return results
+
+
+def has_vector_load(source, array=None):
+    """Whether generated kernel ``source`` has a vector load (plain ``vload`` or ``vload_keep``
+    under an L2 policy), of ``array`` when one is named."""
+    of = re.escape(array) + "," if array else ""
+    return re.search(rf"\bvload(?:_keep)?\({of}", source) is not None

@@ -3,14 +3,12 @@
 Without a GPU the programs run in numba's simulator and their kernels compile for sm_90 (PTX
 tier); the gpu tests run them on torch tensors at real sizes.
 """
-import re
-
 import numpy as np
 import pytest
 
 import numbamr as nm
 from numbamr import dtypes
-from helpers import check_outputs
+from helpers import check_outputs, has_vector_load
 from programs import layernorm, rmsnorm, softmax
 
 ml_dtypes = pytest.importorskip("ml_dtypes")
@@ -148,7 +146,7 @@ def test_bfloat16_kernels_compile_for_sm90_without_spills():
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
     for i, name in rows_of.items():      # rows move 8 bfloat16 (16 bytes) at a time
         k, r = kernels[i], report[i]
-        assert re.search(r"\bvload(?:_keep)?\(", k.source) and r["vector_loads"] > 0, name
+        assert has_vector_load(k.source) and r["vector_loads"] > 0, name
         assert "vstore(" in k.source and r["vector_stores"] > 0, name
 
 

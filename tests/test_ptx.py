@@ -7,7 +7,6 @@ register spills or stack frames.
 """
 import json
 import os
-import re
 import subprocess
 import sys
 
@@ -15,12 +14,12 @@ import numpy as np
 import pytest
 
 import numbamr as nm
+from helpers import has_vector_load
 from programs import PROGRAMS, BY_NAME
 
 pytestmark = [pytest.mark.ptx, pytest.mark.xdist_group("ptx")]   # one compile report
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-VLOAD = re.compile(r"\bvload(?:_keep)?\(")      # a vector load, plain or under an L2 policy
 
 
 def lower_for_gpu(fn, inputs):
@@ -74,7 +73,7 @@ def test_every_kernel_compiles_for_sm90_without_spills(report):
 
 def test_vector_access_in_source_is_vector_access_in_ptx(report):
     for name, (k, r) in report.items():
-        if VLOAD.search(k.source):
+        if has_vector_load(k.source):
             assert r["vector_loads"] > 0, f"{name}: vload in source but no ld.global.v*"
         if "vstore(" in k.source:
             assert r["vector_stores"] > 0, f"{name}: vstore in source but no st.global.v*"
@@ -85,7 +84,7 @@ def test_row_kernels_read_with_16_byte_loads(report):
     for prog in ("softmax", "layernorm", "rmsnorm", "variance", "logsumexp", "sum_and_max"):
         for rows, cols in GPU_SHAPES:
             k, r = report[f"{prog}[{rows}x{cols}]"]
-            assert VLOAD.search(k.source) and r["vector_loads"] > 0, f"{prog} {rows}x{cols}"
+            assert has_vector_load(k.source) and r["vector_loads"] > 0, f"{prog} {rows}x{cols}"
 
 
 def test_half_rows_move_16_bytes_per_access():
@@ -370,7 +369,7 @@ def test_inputs_load_under_the_l2_evict_last_policy_on_sm80_and_newer(monkeypatc
         assert r["spill_bytes"] == 0, (dt, r)
     for dt, k, r in zip(KEPT_DTYPES * 2, older + plain, reports[:n] + reports[2 * n:]):
         assert r["ok"], (dt, r["error"])
-        assert "vload_keep" not in k.source and VLOAD.search(k.source), dt
+        assert "vload_keep" not in k.source and has_vector_load(k.source), dt
         assert r["hinted_loads"] == r["evict_last_policies"] == 0 and r["vector_loads"] > 0, \
             (dt, r)
 

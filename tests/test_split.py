@@ -6,14 +6,12 @@ In the simulator (CI) blocks run one after another, so a split kernel runs once 
 all checked there against float64 NumPy. The PTX tier compiles the GPU form (atomics, fences,
 no spills) and checks that long rows pick it; the gpu tests run it at real sizes.
 """
-import re
-
 import numpy as np
 import pytest
 
 import numbamr as nm
 from conftest import SIMULATOR
-from helpers import run_and_check, to_host
+from helpers import has_vector_load, run_and_check, to_host
 from numbamr.lowering.online import find_fusions
 from numbamr.lowering.options import STREAM_UNROLL, KernelOptions, choose
 from numbamr.runtime.device import clusters_available
@@ -417,7 +415,7 @@ def test_a_split_rows_weight_is_loaded_before_the_exchange_where_it_fits(fn, ear
     (k,) = jf.lower(x, *params).kernels
     lines = k.source.split("\n")                   # the GPU's source: one vload a chunk
     exchange = min(i for i, line in enumerate(lines) if "# exchange #0" in line)
-    weight = [i for i, line in enumerate(lines) if re.search(r"\bvload(?:_keep)?\(w,", line)]
+    weight = [i for i, line in enumerate(lines) if has_vector_load(line, "w")]
     assert len(weight) == k.layout.groups[0].chunks >= 2
     assert all(i < exchange for i in weight) == early
     want = fn(x.astype(np.float64), *[p.astype(np.float64) for p in params])
