@@ -61,6 +61,18 @@ def test_forced_options_on_gpu(name, options):
     _run(p, p.make(rng, 1000, 3000), jitted=nm.jit(**options)(p.fn))
 
 
+def test_rows_staged_in_48_kb_beside_static_shared_memory():
+    # 22 chunks of 2048 floats a row: 16 in registers, 6 (48 KB) staged in dynamic shared
+    # memory, on top of the reduces' static arrays: past the 48 KB a kernel gets unasked
+    rng = np.random.default_rng(11)
+    p = BY_NAME["softmax"]
+    inputs = p.make(rng, 64, 45056)
+    jitted = nm.jit(split=1)(p.fn)
+    program = jitted.lower(*inputs).kernels[0].program
+    assert program.dynamic_shared == 48 * 1024
+    _run(p, inputs, jitted=jitted)
+
+
 def test_more_than_2_31_elements():
     """Arrays past 2**31 elements index with 64 bits: a count of bools set only at both ends,
     the first index of the maximum near the end, and a row reduction whose rows end past 2**31

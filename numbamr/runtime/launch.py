@@ -22,7 +22,8 @@ CU_DEVICE_ATTRIBUTE_SM_COUNT = 16
 
 
 def allow_dynamic_shared(handle, nbytes):
-    """Raise a kernel's dynamic shared memory limit (above 48 KB it must be asked for)."""
+    """Raise a kernel's dynamic shared memory limit to ``nbytes`` (static and dynamic shared
+    memory above 48 KB in all must be asked for)."""
     lib = cudadriver.driver()
     err = lib.cuFuncSetAttribute(ctypes.c_void_p(int(handle)),
                                  CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
@@ -58,7 +59,7 @@ class _DriverLaunch:
 
     def __init__(self, handle, nparams, grid, block, shared=0, dependent=False):
         cudadriver.driver()
-        if shared > 48 * 1024:
+        if shared:      # the 48 KB a kernel gets unasked counts its static shared memory too
             allow_dynamic_shared(handle, shared)
         n = max(nparams, 1)
         self.values = (ctypes.c_uint64 * n)()
