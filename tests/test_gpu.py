@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 import numbamr as nm
-from programs import PROGRAMS, BY_NAME
+from programs import PROGRAMS, BY_NAME, Program, one
 from helpers import check_outputs, to_float64
 
 pytestmark = pytest.mark.gpu
@@ -71,6 +71,32 @@ def test_rows_staged_in_48_kb_beside_static_shared_memory():
     program = jitted.lower(*inputs).kernels[0].program
     assert program.dynamic_shared == 48 * 1024
     _run(p, inputs, jitted=jitted)
+
+
+# rows held in registers (16 chunks of 2048 floats at 512 threads) and shared memory (8 KB
+# a further chunk of each staged array): one staged chunk and a partial one; 48 KB of
+# staged rows (3 chunks of two arrays, 6 of one) and one float past it; the budget's last
+# chunk count for two arrays and for one, each followed by a length streamed instead
+STAGED_LENGTHS = [32769, 34816, 38912, 45056, 45057, 53248, 53249, 73728, 73729]
+
+
+def _softmax_times(x, y):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True) * y
+
+
+STAGED = {"softmax": BY_NAME["softmax"], "zscore": BY_NAME["zscore"],
+          # two staged rows a block: x and y
+          "softmax_times": Program("softmax_times", _softmax_times,
+                                   lambda rng, r, c: (one(rng, r, c)[0], one(rng, r, c)[0]))}
+
+
+@pytest.mark.parametrize("cols", STAGED_LENGTHS)
+@pytest.mark.parametrize("name", list(STAGED))
+def test_staged_row_lengths(name, cols):
+    rng = np.random.default_rng(cols)
+    p = STAGED[name]
+    _run(p, p.make(rng, 37, cols), jitted=nm.jit(split=1)(p.fn))
 
 
 def test_more_than_2_31_elements():
