@@ -61,6 +61,10 @@ GPU = dict(
     upcast=[0, 1, 2, 8, 32],
     unroll=[1, 2, 3, 4, 8],
     rtol=1e-4,
+    # layout and launch choices only the GPU takes, each forced in about one case in ten
+    launch=dict(split=[2, 4, 8, 16], cluster=[0, 1], stage=[0, 4096, 49152, 163840],
+                blocks_per_sm=[1, 2, 3, 8], min_blocks_per_sm=[1, 2, 4],
+                evict_last=[0, 1]),
 )
 
 # GPU sizes and options, shorter programs: what the PTX tier compiles (a few seconds a kernel)
@@ -631,6 +635,10 @@ class _Builder:
         for key in ("online", "reciprocal"):
             if extra.random() < 0.15:
                 opts[key] = 0
+        launch = np.random.default_rng([self.seed, 29])     # a stream of their own again
+        for key, values in p.get("launch", {}).items():
+            if launch.random() < 0.1:
+                opts[key] = int(launch.choice(values))
         return opts
 
 

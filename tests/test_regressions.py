@@ -105,8 +105,8 @@ def test_variance_of_a_value_constant_after_clamping():
 
 def test_variance_of_nearly_constant_values_summed_by_one_thread():
     from fuzzgen import GPU, make_case
-    source, fn, inputs, options = make_case(664, GPU)
-    assert options == {"threads_per_row": 1, "rows_per_block": 2}
+    source, fn, inputs, _ = make_case(664, GPU)
+    options = {"threads_per_row": 1, "rows_per_block": 2}     # as drawn when it was seen
     got = nm.jit(**options)(fn)(*inputs)
     check_result(source, fn, inputs, got)
 
