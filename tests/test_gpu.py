@@ -99,20 +99,6 @@ def test_staged_row_lengths(name, cols):
     _run(p, p.make(rng, 37, cols), jitted=nm.jit(split=1)(p.fn))
 
 
-@pytest.mark.parametrize("name", ["zscore", "softmax", "chain4"])
-def test_split_rows_staged_in_shared_memory(name):
-    # segments of 4096 over 32 threads: 64 values a thread in registers, 64 staged; such
-    # rows exchange through global memory (through a cluster, z-score's last register chunk
-    # came out wrong)
-    rng = np.random.default_rng(5)
-    p = BY_NAME[name]
-    inputs = p.make(rng, 64, 8192)
-    jitted = nm.jit(threads_per_row=32, split=2)(p.fn)
-    (k,) = jitted.lower(*inputs).kernels
-    assert k.program.dynamic_shared and not k.layout.cluster
-    _run(p, inputs, jitted=jitted)
-
-
 def test_more_than_2_31_elements():
     """Arrays past 2**31 elements index with 64 bits: a count of bools set only at both ends,
     the first index of the maximum near the end, and a row reduction whose rows end past 2**31
