@@ -289,7 +289,8 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
                              clusters and split <= MAX_CLUSTER)
     if cluster and any(g.staged for g in layout.groups):
         # a split row staged in shared memory and exchanged through a cluster came out wrong
-        # on the H200 (each thread's last chunk held in registers; GPU fuzz seed 141591):
+        # on the H200 (each thread's last chunk held in registers; GPU fuzz seed 141591;
+        # its PTX took that chunk from a later loop's values, see docs/architecture.md):
         # such rows exchange through global memory
         if forced.cluster:
             raise ArgumentError("option cluster=1: rows staged in shared memory are not "
