@@ -174,6 +174,19 @@ def test_split_rows_are_clusters_where_the_gpu_launches_them(clusters, split, cl
     assert layout.split == split and layout.cluster == cluster
 
 
+def test_split_rows_staged_in_shared_memory_are_not_clusters():
+    # GPU heuristics on a GPU that launches clusters: segments of 4096 over 32 threads hold
+    # 64 values a thread in registers and stage the rest (GPU fuzz seed 141591)
+    p = BY_NAME["zscore"]
+    (k,) = _lowered(nm.jit(p.fn), p.make(np.random.default_rng(0), 2, 8192))
+    layout = choose(k.kernel, KernelOptions(split=2, threads_per_row=32), simulator=False,
+                    clusters=True)
+    assert any(g.staged for g in layout.groups) and not layout.cluster
+    unstaged = choose(k.kernel, KernelOptions(split=2, threads_per_row=32, stage=0),
+                      simulator=False, clusters=True)
+    assert not any(g.staged for g in unstaged.groups) and unstaged.cluster
+
+
 @pytest.mark.parametrize("options,fused", [
     (dict(split=4, cluster=0), True),            # arrival counts: one exchange (online forms)
     (dict(split=4, cluster=1), False),           # a cluster: two exact exchanges
