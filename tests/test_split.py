@@ -49,9 +49,8 @@ def test_split_rows_match_numpy(name, split, rows, cols, options):
     assert k.layout.split == split and k.grid == -(-rows // rb) * split
     # unforced, a split row is a cluster where the GPU launches clusters (never here in CI),
     # unless part of it is staged in shared memory
-    staged = any(g.staged for g in k.layout.groups)
     cluster = bool(options["cluster"]) if "cluster" in options else \
-        (not SIMULATOR and clusters_available() and not staged)
+        (not SIMULATOR and clusters_available() and not k.layout.staged)
     assert k.layout.cluster == cluster
     publish = "xsend(" if cluster else "xstore("      # k.source: the GPU's source
     assert (publish in k.source) == bool(k.kernel.reduces)
@@ -181,10 +180,10 @@ def test_split_rows_staged_in_shared_memory_are_not_clusters():
     (k,) = _lowered(nm.jit(p.fn), p.make(np.random.default_rng(0), 2, 8192))
     layout = choose(k.kernel, KernelOptions(split=2, threads_per_row=32), simulator=False,
                     clusters=True)
-    assert any(g.staged for g in layout.groups) and not layout.cluster
+    assert layout.staged and not layout.cluster
     unstaged = choose(k.kernel, KernelOptions(split=2, threads_per_row=32, stage=0),
                       simulator=False, clusters=True)
-    assert not any(g.staged for g in unstaged.groups) and unstaged.cluster
+    assert not unstaged.staged and unstaged.cluster
 
 
 @pytest.mark.parametrize("options,fused", [

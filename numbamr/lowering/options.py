@@ -155,6 +155,11 @@ class Layout:
     def block_threads(self):
         return self.threads_per_row * self.rows_per_block
 
+    @property
+    def staged(self):
+        """Whether part of some group's rows is held in shared memory."""
+        return any(g.staged for g in self.groups)
+
 
 def _pow2_ceil(n):
     return 1 << max(0, int(n - 1).bit_length())
@@ -287,7 +292,7 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
                             f"rows here are split across {split}")
     cluster = split > 1 and (bool(forced.cluster) if forced.cluster is not None else
                              clusters and split <= MAX_CLUSTER)
-    if cluster and any(g.staged for g in layout.groups):
+    if cluster and layout.staged:
         # a split row staged in shared memory and exchanged through a cluster came out wrong
         # on the H200 (each thread's last chunk held in registers; GPU fuzz seed 141591;
         # its PTX took that chunk from a later loop's values, see docs/architecture.md):
