@@ -47,10 +47,9 @@ def test_split_rows_match_numpy(name, split, rows, cols, options):
     (k,) = _lowered(fn, inputs)
     rb = options.get("rows_per_block", 1)
     assert k.layout.split == split and k.grid == -(-rows // rb) * split
-    # unforced, a split row is a cluster where the GPU launches clusters (never here in CI),
-    # unless part of it is staged in shared memory
+    # unforced, a split row is a cluster where the GPU launches clusters (never here in CI)
     cluster = bool(options["cluster"]) if "cluster" in options else \
-        (not SIMULATOR and clusters_available() and not k.layout.staged)
+        (not SIMULATOR and clusters_available())
     assert k.layout.cluster == cluster
     publish = "xsend(" if cluster else "xstore("      # k.source: the GPU's source
     assert (publish in k.source) == bool(k.kernel.reduces)
@@ -115,8 +114,6 @@ def test_split_option_is_checked(value):
 @pytest.mark.parametrize("options,why", [
     (dict(cluster=1, split=32), "cluster=1: a cluster holds at most 16 blocks"),
     (dict(cluster=2, split=4), "cluster must be 0 or 1"),
-    (dict(cluster=1, split=2, threads_per_row=8, stage=65536),
-     "cluster=1: rows staged in shared memory are not exchanged through clusters"),
 ])
 def test_cluster_option_is_checked(options, why):
     x = np.ones((4, 4096), np.float32)
@@ -173,17 +170,15 @@ def test_split_rows_are_clusters_where_the_gpu_launches_them(clusters, split, cl
     assert layout.split == split and layout.cluster == cluster
 
 
-def test_split_rows_staged_in_shared_memory_are_not_clusters():
+def test_split_rows_staged_in_shared_memory_are_clusters():
     # GPU heuristics on a GPU that launches clusters: segments of 4096 over 32 threads hold
-    # 64 values a thread in registers and stage the rest (GPU fuzz seed 141591)
+    # 64 values a thread in registers and stage the rest (GPU fuzz seed 141591), and the
+    # segments still exchange through the cluster
     p = BY_NAME["zscore"]
     (k,) = _lowered(nm.jit(p.fn), p.make(np.random.default_rng(0), 2, 8192))
     layout = choose(k.kernel, KernelOptions(split=2, threads_per_row=32), simulator=False,
                     clusters=True)
-    assert layout.staged and not layout.cluster
-    unstaged = choose(k.kernel, KernelOptions(split=2, threads_per_row=32, stage=0),
-                      simulator=False, clusters=True)
-    assert not unstaged.staged and unstaged.cluster
+    assert layout.staged and layout.cluster
 
 
 @pytest.mark.parametrize("options,fused", [

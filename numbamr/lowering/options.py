@@ -49,10 +49,10 @@ class KernelOptions:
                      the columns of a tall array) in one kernel, split this way, instead
                      of the two kernels they would take
     cluster:         1 makes the blocks of a split row one thread-block cluster (sm_90 and
-                     newer, split <= 16, rows not staged in shared memory): the hardware
-                     starts them together and they send their partials into each other's
-                     shared memory; 0 exchanges through global memory with arrival counts
-                     (rows that are not split are unaffected)
+                     newer, split <= 16): the hardware starts them together and they
+                     send their partials into each other's shared memory; 0 exchanges
+                     through global memory with arrival counts (rows that are not split
+                     are unaffected)
     online:          1 fuses a reduce that depends on another (the variance after the mean,
                      the sum of exponentials after the max) into one pass (Welford, online
                      max-sum) over a row that is not in registers, or a split row's blocks
@@ -292,16 +292,6 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
                             f"rows here are split across {split}")
     cluster = split > 1 and (bool(forced.cluster) if forced.cluster is not None else
                              clusters and split <= MAX_CLUSTER)
-    if cluster and layout.staged:
-        # a split row staged in shared memory and exchanged through a cluster came out wrong
-        # on the H200 (each thread's last chunk held in registers; GPU fuzz seed 141591;
-        # its PTX took that chunk from a later loop's values, see docs/architecture.md):
-        # such rows exchange through global memory
-        if forced.cluster:
-            raise ArgumentError("option cluster=1: rows staged in shared memory are not "
-                                "exchanged through clusters; pass stage=0 (registers only) "
-                                "or cluster=0")
-        cluster = False
     return replace(layout, zigzag=bool(forced.zigzag), blocks_per_sm=forced.blocks_per_sm or 0,
                    min_blocks_per_sm=forced.min_blocks_per_sm or 0,
                    split=split, cluster=cluster,

@@ -426,15 +426,13 @@ def xbar_wait(typingctx, bars, idx):
     sig = types.void(bars, idx)
 
     def codegen(context, builder, sig, args):
-        i32 = ir.IntType(32)
         addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
-
-        def arrived(b):
-            ready = _asm(b, "{\n\t.reg .pred p;\n\t"
-                            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 "
-                            "p, [$1], 0;\n\tselp.u32 $0, 1, 0, p;\n\t}",
-                         "=r,r", (addr,), i32)
-            return b.icmp_signed("!=", ready, ir.Constant(i32, 0))
-        _spin_until(builder, arrived, "xbar")
+        # The spin loop lives inside the PTX, not in LLVM blocks around a one-shot try_wait:
+        # with the loop in LLVM, NVVM computed a register chunk after the wait from a later
+        # loop's values (a staged split row in a cluster, docs/architecture.md). The label
+        # is local to the braces, so the wait can appear several times in a kernel.
+        _asm(builder, "{\n\t.reg .pred p;\n\tXBAR_WAIT:\n\t"
+                      "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [$0], 0;\n\t"
+                      "@!p bra XBAR_WAIT;\n\t}", "r", (addr,))
         return context.get_dummy_value()
     return sig, codegen
