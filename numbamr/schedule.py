@@ -61,6 +61,7 @@ class Scheduler:
         self.out_layouts = out_layouts or {}      # user output index -> (strides, offset)
         self.groups, self.temps = [], []
         self.buffers = {}               # id(node) -> BUFFER node replacing it
+        self.origin = {}                # id(node with buffers) -> the node it was built from
 
     # ---- graph rewriting ---------------------------------------------------------------
     def rebuild(self, roots, rule):
@@ -84,8 +85,24 @@ class Scheduler:
             if all(a is b for a, b in zip(srcs, n.srcs)):
                 return None
             rebuilt = self.graph.node(n.op, n.dtype, n.shape, srcs, n.arg, n.loc)
+            self.origin.setdefault(id(rebuilt), n)
             return self.buffers.get(id(rebuilt), rebuilt)
         return self.rebuild(roots, rule)
+
+    def reduces_in_two_kernels(self, groups):
+        """The reductions (as first built, before any buffer replaced their sources) that
+        more than one of ``groups`` computes. Each kernel reduces in the order of its own
+        layout, so two kernels may round the same reduction differently; ``p - p.min()``
+        with ``p`` built on such a reduction then goes below 0 where the two differ."""
+        seen, shared = set(), {}
+        for g in groups:
+            mine = {id(n): n for n in toposort(g.outputs) if n.op is Op.REDUCE}
+            for key, n in mine.items():
+                if key in seen:
+                    n = self.origin.get(key, n)
+                    shared[n.id] = n
+            seen |= set(mine)
+        return [shared[k] for k in sorted(shared)]       # sources before users
 
     def split_long_reductions(self, roots):
         return self.rebuild(roots, self._split)
@@ -369,8 +386,25 @@ def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip
         groups = merge_groups(whole)
         if len(groups) == 1 and on_chip(groups[0].kernel):
             return groups, whole.temps
-    s.schedule(split, targets)
-    return merge_groups(s), s.temps
+    return _schedule_once_each(graph, split, targets, (layouts, name, arg_names, out_layouts))
+
+
+def _schedule_once_each(graph, split, targets, setup):
+    """Kernels for ``split`` in which every reduction is computed by one kernel: one that
+    two kernels would compute is computed first into a temporary that both read (so both
+    see the same bits), and the outputs are scheduled again."""
+    first = []
+    while True:
+        s = Scheduler(graph, *setup)
+        for n in first:
+            if id(n) not in s.buffers:
+                s.materialize(n)
+        s.schedule(split, targets)
+        groups = merge_groups(s)
+        again = [n for n in s.reduces_in_two_kernels(groups) if n not in first]
+        if not again:
+            return groups, s.temps
+        first += again
 
 
 def format_schedule(groups):

@@ -307,6 +307,29 @@ def test_a_quotient_through_a_reciprocal_is_rounded_before_it_is_added_to(dt):
     assert r["rounded_products"] >= per_thread
 
 
+def _root_of_distance_to_row_min(y, z):
+    p = y * z
+    return np.sqrt(p - p.min(axis=-1, keepdims=True)).max(), (p * z + 1.0).sum(axis=-1)
+
+
+def test_products_that_are_added_to_are_rounded_on_their_own():
+    """``p = y * z`` is rounded where ``p.min()`` is taken; where ``p - min`` is computed (in
+    another kernel) it is one ``mul.rn`` as well: a plain ``mul`` the assembler may fuse with
+    the subtraction into an FMA, which subtracts from the unrounded product (the difference
+    went below 0 and its square root was NaN on the H200, GPU fuzz seed 144479). In the
+    first kernel ``p * z`` is rounded (1.0 is added to it) and ``p`` itself is not (it is
+    only multiplied and reduced there); the last kernel multiplies nothing."""
+    y = np.ones((64, 4096), np.float32)
+    kernels = lower_for_gpu(_root_of_distance_to_row_min, (y, y[0])).kernels
+    assert ["sqrt(" in k.source for k in kernels] == [False, True, False]
+    per_thread = [k.kernel.groups[0].extent // k.layout.threads_per_row for k in kernels]
+    expected = per_thread[:2] + [0]
+    assert [k.source.count("mul_rn(") for k in kernels] == expected
+    reports = compile_report(kernels)
+    assert all(r["ok"] for r in reports), [r["error"] for r in reports]
+    assert [r["rounded_products"] for r in reports] == expected
+
+
 def test_kernels_for_sm90_wait_for_the_previous_kernel_before_touching_memory(monkeypatch):
     """Lowered for an sm_90 GPU, every kernel (each of a multi-kernel call's, and a single
     kernel's) is launched as a programmatic dependent of the stream's previous kernel: its

@@ -143,6 +143,46 @@ def test_fuzz_seed_141591():
     check_result(source, fn, inputs, got)
 
 
+# ---- NaN mismatch, GPU fuzz seed 144479 on the H200 (seen at 5e6f659) ------------------------
+# p = y * z was rounded where its row minimum was taken, but in the kernel that computed
+# sqrt(p - min) the assembler fused the product with the subtraction into an FMA: at each
+# row's minimum the difference was the rounding error of p instead of 0, below 0 about half
+# the time, and its square root NaN. A product that is added to is now its own rounded
+# multiply (mul.rn; tests/test_ptx.py checks the PTX). The fuzz program and its core:
+
+def root_of_distance_to_row_min(y, z):
+    p = y * z
+    return np.sqrt(p - p.min(axis=-1, keepdims=True)).max()
+
+
+@pytest.mark.gpu
+def test_a_product_subtracted_from_rounds_as_where_it_is_reduced():
+    check(root_of_distance_to_row_min, [(64, 4096), (4096,)])
+
+
+@pytest.mark.gpu
+def test_fuzz_seed_144479():
+    from fuzzgen import GPU, make_case
+    source, fn, inputs, options = make_case(144479, GPU)
+    got = nm.jit(**options)(fn)(*inputs)
+    check_result(source, fn, inputs, got)
+
+
+# ---- NaN mismatch, GPU fuzz seed 149622 on the H200 (seen with the fix above) ----------------
+# A product over the whole array was reduced by two kernels, each in the order of its own
+# layout (the column-minimum kernel and the one taking the root's maximum): their results
+# differed in the last bits, t - t.min() went below 0 and its root was NaN. A reduction two
+# kernels need is now computed once, into a temporary both read (tests/test_schedule.py
+# checks that no reduction is in two kernels).
+
+@pytest.mark.gpu
+def test_fuzz_seed_149622():
+    from fuzzgen import GPU, make_case
+    source, fn, inputs, options = make_case(149622, GPU)
+    got = nm.jit(**options)(fn)(*inputs)
+    check_result(source, fn, inputs, got)
+
+
 # ---- ArgumentError "threads_per_row * rows_per_block = 8192 exceeds 1024" (GPU fuzz seed
 # 3133, seen at 0e9e8cc) ------------------------------------------------------------------------
 # With rows_per_block=32 forced, the GPU heuristic that gives rows streamed in one pass 256

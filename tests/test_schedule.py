@@ -52,6 +52,29 @@ def test_each_kernel_is_as_fused_as_it_can_be():
     assert any(isinstance(key, str) for key in low.kernels[1].kernel.inputs)
 
 
+def root_of_distance_to_column_min(x):
+    t = x - np.prod(1.0 + 0.0007324 * np.tanh(x))
+    return np.sqrt(t - t.min(axis=0, keepdims=True)).max()
+
+
+@pytest.mark.parametrize("shape,dtype", [((16, 256), np.float64), ((64, 512), np.float32)])
+def test_each_reduction_is_computed_by_one_kernel(shape, dtype):
+    """The product over the whole array is needed by the column-minimum kernel and by the
+    kernel of the root's maximum. Each kernel reduces in the order of its own layout, so
+    computed twice it may differ in its last bits, ``t - t.min()`` then goes below 0 and
+    its root is NaN (GPU fuzz seed 149622 on the H200). It is computed once, into a
+    temporary both read: no reduction appears in two kernels (GPU heuristics and the
+    simulator's), and the values match NumPy."""
+    x = np.random.default_rng(7).standard_normal(shape).astype(dtype)
+    fn = nm.jit(root_of_distance_to_column_min)
+    for kernels in (fn.lower(x).kernels, lower_for_gpu(fn, (x,)).kernels):
+        per_kernel = [{id(r.node) for r in k.kernel.reduces} for k in kernels]
+        assert sum(map(len, per_kernel)) == len(set().union(*per_kernel))
+    prog = Program(root_of_distance_to_column_min.__name__, root_of_distance_to_column_min,
+                   None)
+    run_and_check(prog, (x,), expect_kernels=len(fn.lower(x).kernels))
+
+
 def test_long_reductions_over_few_rows_spread_over_blocks(monkeypatch):
     """A whole-array sum is split into segments (one block each) and combined after."""
     monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)

@@ -28,6 +28,7 @@ ARG_SENTINEL = 1 << 62       # index of an arg-reduce that has seen no element y
 RECIP_SCALE = {np.dtype(np.float32): (2.0 ** -126, 2.0 ** 126, 2.0 ** 64),
                np.dtype(np.float64): (2.0 ** -1022, 2.0 ** 1022, 2.0 ** 512)}
 WIDE_PRODUCTS = {np.dtype(np.float16), np.dtype(np.float32)}   # multiplied out in float64
+ROUNDED_PRODUCTS = {np.dtype(np.float32), np.dtype(np.float64)}  # mul_rn takes these
 
 
 @dataclass
@@ -120,11 +121,25 @@ class _Chunk:
         self.stage_it = stage_it
 
 
+def products_added_to(kernel):
+    """Ids of the float products that an add or a subtraction of ``kernel`` takes. Each is
+    rendered as its own rounded multiply (``mul_rn``): a plain one the PTX assembler may fuse
+    with the add into an FMA, which adds the unrounded product. NumPy rounds every product,
+    and so does this kernel or another wherever the product is reduced or stored: with
+    ``p = y * z`` rounded for ``p.min()`` and fused in ``p - p.min()``, the difference went
+    below zero and its square root was NaN. The sum a reduce accumulates is not an add
+    here: a product it fuses only sharpens that sum."""
+    roots = [r.body for r in kernel.reduces] + [s.value for s in kernel.stores]
+    return {src.id for root in roots for v in walk(root) if v.op in (Op.ADD, Op.SUB)
+            for src in v.srcs if src.op is Op.MUL and np.dtype(src.dtype) in ROUNDED_PRODUCTS}
+
+
 class Linearizer:
     def __init__(self, kernel, layout, aligned=None, simulator=False, fusions=()):
         self.k, self.L = kernel, layout
         self.fused_first = {f.first.id: f for f in fusions}     # A: computed with B
         self.fused_second = {f.second.id: f for f in fusions}   # B: comes out of A
+        self.added_products = products_added_to(kernel)
         self.aligned = aligned            # buffer positions whose base is 16-byte aligned
         self.simulator = simulator
         self.instrs, self.names = [], _Names()
@@ -724,7 +739,8 @@ class Linearizer:
         if op is Op.CAST:
             self.add("CAST", (name,), srcs, arg=val.dtype, dtype=val.dtype)
         else:
-            self.add("ALU", (name,), srcs, arg=op, dtype=val.dtype)
+            rounded = op is Op.MUL and val.id in self.added_products
+            self.add("ALU", (name,), srcs, arg=Op.MUL_RN if rounded else op, dtype=val.dtype)
         return name
 
     def reciprocal(self, divisor, text):
