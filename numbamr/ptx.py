@@ -69,7 +69,6 @@ def inspect(entry, cc=(9, 0)):
         "nan_minmax": len(re.findall(r"\b(?:max|min)\.NaN\.f32", ptx)),
         "nan_tests": len(re.findall(r"setp\.nan\.f32", ptx)),
         "rounded_products": len(re.findall(r"\bmul\.rn\.f(?:32|64)\b", ptx)),
-        "fused_products": len(re.findall(r"\bfma\.rn\.f(?:32|64)\b", ptx)),
         "registers": max(regs, default=0),
         "spill_bytes": sum(spills),
         "stack_bytes": max(stack, default=0),
