@@ -309,7 +309,7 @@ def test_a_quotient_through_a_reciprocal_is_rounded_before_it_is_added_to(dt):
 
 def _root_of_distance_to_row_min(y, z):
     p = y * z
-    return np.sqrt(p - p.min(axis=-1, keepdims=True)).max(), (p * z + 1.0).sum(axis=-1)
+    return np.sqrt(p - p.min(axis=-1, keepdims=True)).max(), (-(p * z) + 1.0).sum(axis=-1)
 
 
 def test_products_that_are_added_to_are_rounded_on_their_own():
@@ -317,8 +317,8 @@ def test_products_that_are_added_to_are_rounded_on_their_own():
     another kernel) it is one ``mul.rn`` as well: a plain ``mul`` the assembler may fuse with
     the subtraction into an FMA, which subtracts from the unrounded product (the difference
     went below 0 and its square root was NaN on the H200, GPU fuzz seed 144479). In the
-    first kernel ``p * z`` is rounded (1.0 is added to it) and ``p`` itself is not (it is
-    only multiplied and reduced there); the last kernel multiplies nothing."""
+    first kernel ``p * z`` is rounded (1.0 is added to its negation) and ``p`` itself is
+    not (it is only multiplied and reduced there); the last kernel multiplies nothing."""
     y = np.ones((64, 4096), np.float32)
     kernels = lower_for_gpu(_root_of_distance_to_row_min, (y, y[0])).kernels
     assert ["sqrt(" in k.source for k in kernels] == [False, True, False]

@@ -130,8 +130,10 @@ def products_added_to(kernel):
     below zero and its square root was NaN. The sum a reduce accumulates is not an add
     here: a product it fuses only sharpens that sum."""
     roots = [r.body for r in kernel.reduces] + [s.value for s in kernel.stores]
-    return {src.id for root in roots for v in walk(root) if v.op in (Op.ADD, Op.SUB)
-            for src in v.srcs if src.op is Op.MUL and np.dtype(src.dtype) in ROUNDED_PRODUCTS}
+    terms = [src.srcs[0] if src.op is Op.NEG else src      # -(a * b) + c fuses as well
+             for root in roots for v in walk(root) if v.op in (Op.ADD, Op.SUB)
+             for src in v.srcs]
+    return {t.id for t in terms if t.op is Op.MUL and np.dtype(t.dtype) in ROUNDED_PRODUCTS}
 
 
 class Linearizer:
