@@ -117,18 +117,55 @@ def test_out_arrays_of_bfloat16():
         fn(dev, out=(empty((3, 40), np.float32), s))
 
 
-def test_float64_to_bfloat16_rounds_as_ml_dtypes_does():
-    """float64 goes to bfloat16 through float32, as ml_dtypes' cast does: the same bits,
-    also just above a bfloat16 midpoint, where float32 rounds onto the midpoint first."""
+def _nearest_bfloat16_bits(x):
+    """The bits of the bfloat16 nearest float64 ``x`` (ties to even), by exact arithmetic:
+    the nearest of three neighbouring candidates, measured as fractions."""
+    from fractions import Fraction
+    sign = 0x8000 if np.signbit(x) else 0
+    if x != x:
+        return None
+    if abs(x) >= 2.0 ** 128 - 2.0 ** 119:       # at or past half an ulp above the largest
+        return sign | 0x7F80
+    guess = int(np.array(abs(x), np.float32).astype(BF16).view(np.uint16))
+    values = {b: Fraction(float(np.array(b, np.uint16).view(BF16).astype(np.float64)))
+              for b in range(max(guess - 1, 0), min(guess + 1, 0x7F7F) + 1)}
+    best = min(values, key=lambda b: (abs(values[b] - Fraction(abs(x))), b & 1))
+    return sign | best
+
+
+def _as_bfloat16(x):
+    return x.astype(ml_dtypes.bfloat16)
+
+
+def test_float64_to_bfloat16_rounds_once():
+    """float64 goes to the nearest bfloat16 in one rounding (through a float32 rounded to
+    odd). Rounded to nearest float32 first, values just above a bfloat16 midpoint would land
+    on it and then round to even. Checked against exact arithmetic, also at the midpoints,
+    past the largest bfloat16, in the subnormals and at NaN; the kernel compiles for sm_90."""
     mid = 1 + 2.0**-8
-    x = np.concatenate([np.array([mid + 2.0**-40, mid - 2.0**-40, mid, -mid - 2.0**-40,
-                                  1e300, -1e-300, 0.0]),
-                        np.random.default_rng(1).standard_normal(61) * 10.0 ** np.arange(-30, 31)])
-    got = nm.jit(lambda x: x.astype(ml_dtypes.bfloat16))(x)
+    rng = np.random.default_rng(1)
+    x = np.concatenate([[mid + 2.0**-40, mid - 2.0**-40, mid, -mid - 2.0**-40, 1e300,
+                         -1e-300, 0.0, -0.0, 2.0**128 - 2.0**119, 2.0**128 - 2.0**118,
+                         9.2e-41 * (1 + 2.0**-30), np.inf, np.nan],
+                        rng.standard_normal(300) * 10.0 ** rng.integers(-44, 39, 300)])
+    got = nm.jit(_as_bfloat16)(x)
     assert got.dtype == BF16
-    with np.errstate(over="ignore"):            # 1e300 is inf in bfloat16
-        want = x.astype(BF16)
-    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+    for v, b in zip(x, got.view(np.uint16)):
+        want = _nearest_bfloat16_bits(v)
+        assert (b & 0x7FFF) > 0x7F80 if want is None else b == want, (v, hex(b))  # NaN
+    from test_ptx import lower_for_gpu, compile_report
+    (r,) = compile_report(lower_for_gpu(_as_bfloat16, (x,)).kernels)
+    assert r["ok"], r["error"]
+
+
+def test_int32_to_bfloat16_rounds_once():
+    """Integers go to bfloat16 through float64 (exact for these), as ml_dtypes casts them:
+    2**24 + 2**16 + 1 is just above a bfloat16 midpoint, and as float32 it is the midpoint."""
+    x = np.concatenate([[2**24 + 2**16 + 1, -(2**24 + 2**16 + 1), 2**24 + 2**16, 2**31 - 1,
+                         -2**31, 0, 1, -1],
+                        np.random.default_rng(2).integers(-2**31, 2**31, 300)]).astype(np.int32)
+    got = nm.jit(_as_bfloat16)(x).view(np.uint16)
+    assert [int(b) for b in got] == [_nearest_bfloat16_bits(float(v)) for v in x]
 
 
 def test_bfloat16_kernels_compile_for_sm90_without_spills():

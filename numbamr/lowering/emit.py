@@ -32,10 +32,24 @@ def _cast_text(text, to_dt, from_dt=None):
         if to_dt == dtypes.FLOAT32:
             return text
     if dtypes.is_bfloat16(to_dt):
-        return f"f32_to_bf16({text if from_dt == dtypes.FLOAT32 else f'float32({text})'})"
+        return f"f32_to_bf16({_to_float32_for_bfloat16(text, from_dt)})"
     if to_dt.kind == "b":
         return f"({text} != 0)"
     return f"{dtype_name(to_dt)}({text})"
+
+
+def _to_float32_for_bfloat16(text, from_dt):
+    """``text`` as a float32 that rounds to the bfloat16 nearest its value: float64 (and
+    integers, through float64 as ml_dtypes casts them) rounded to odd, so the one rounding to
+    bfloat16 is the only one (see intrinsics.f64_to_f32_odd)."""
+    from_dt = None if from_dt is None else np.dtype(from_dt)
+    if from_dt == dtypes.FLOAT32:
+        return text
+    if from_dt == np.dtype(np.float64):
+        return f"f64_to_f32_odd({text})"
+    if from_dt is not None and from_dt.kind in "iu":
+        return f"f64_to_f32_odd(float64({text}))"
+    return f"float32({text})"
 
 
 def _narrow(dt):
@@ -220,7 +234,8 @@ class Emitter:
             wait = "sim_phase" if self.target == "sim" else "arrive_and_wait"
             head.append(f"from numbamr.runtime.{lib} import {wait}, xload, xstore")
         if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params):
-            head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, f32_to_bf16")
+            head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, f32_to_bf16, "
+                        "f64_to_f32_odd")
         head += ["inf = math.inf", "nan = math.nan", "", "",
                  f"def {p.name}({params}):"]
         for n, kind, dt, pos in p.params:

@@ -81,7 +81,7 @@ def format_program(p):
 
 _RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {
     "math", "cuda", "inf", "nan", "vload", "vload_keep", "vstore", "select", "bf16_to_f32",
-    "f32_to_bf16", "boolean", "int8", "int16", "int32",
+    "f32_to_bf16", "f64_to_f32_odd", "boolean", "int8", "int16", "int32",
     "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
     "_hi", "_nn", "_d", "_mn", "_cmu", "_cm2", "_take",       # the emitter's scratch names
     "xsm", "xbar", "xload", "xstore", "xsend", "xbar_arm", "xbar_wait", "cluster_arrive",

@@ -187,6 +187,33 @@ def f32_to_bf16(typingctx, value):
 
 
 @intrinsic
+def f64_to_f32_odd(typingctx, value):
+    """float64 ``value`` as float32 rounded to odd: truncated toward zero, with the lowest
+    bit set where that dropped anything. Rounding this to bfloat16 gives the bfloat16 nearest
+    ``value`` (float32 keeps more than two bits beyond bfloat16's, and the odd bit stands
+    for the dropped ones): float64 through a float32 rounded to nearest would round twice,
+    onto a bfloat16 midpoint and then to even. NaN and infinities pass through."""
+    if value != types.float64:
+        return None
+    sig = types.float32(value)
+
+    def codegen(context, builder, sig, args):
+        i32, f64 = ir.IntType(32), ir.DoubleType()
+        x = args[0]
+        near = builder.fptrunc(x, ir.FloatType())
+        back = builder.fpext(near, f64)
+        zero = ir.Constant(f64, 0.0)          # rounded away from zero: back past x
+        away = builder.or_(
+            builder.and_(builder.fcmp_ordered(">", x, zero), builder.fcmp_ordered(">", back, x)),
+            builder.and_(builder.fcmp_ordered("<", x, zero), builder.fcmp_ordered("<", back, x)))
+        bits = builder.sub(builder.bitcast(near, i32), builder.zext(away, i32))
+        inexact = builder.fcmp_ordered("!=", back, x)
+        bits = builder.or_(bits, builder.zext(inexact, i32))
+        return builder.bitcast(bits, ir.FloatType())
+    return sig, codegen
+
+
+@intrinsic
 def select(typingctx, cond, a, b):
     """``a if cond else b`` as one LLVM ``select``: both sides are plain values already, and
     without the branch numba's front end sees fewer basic blocks (it compiles much faster on

@@ -42,6 +42,17 @@ def f32_to_bf16(value):
     return np.uint16(((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16) & 0xFFFF)
 
 
+def f64_to_f32_odd(value):
+    """float64 as float32 rounded to odd (see runtime.intrinsics.f64_to_f32_odd)."""
+    value = np.float64(value)
+    near = np.float32(value)
+    bits = int(np.array(near).view(np.uint32))
+    back = np.float64(near)
+    bits -= int(abs(back) > abs(value))
+    bits |= int(back != value and value == value)
+    return np.array(bits, np.uint32).view(np.float32)[()]
+
+
 def select(cond, a, b):
     """The simulator's ``select`` (see runtime.intrinsics.select)."""
     return a if cond else b
