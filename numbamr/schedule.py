@@ -404,7 +404,7 @@ def _schedule_once_each(graph, split, targets, setup):
         again = [n for n in s.reduces_in_two_kernels(groups) if n not in first]
         if not again:
             return groups, s.temps
-        first += again
+        first = sorted(first + again, key=lambda n: n.id)    # sources before users
 
 
 def format_schedule(groups):
