@@ -155,11 +155,6 @@ class Layout:
     def block_threads(self):
         return self.threads_per_row * self.rows_per_block
 
-    @property
-    def staged(self):
-        """Whether part of some group's rows is held in shared memory."""
-        return any(g.staged for g in self.groups)
-
 
 def _pow2_ceil(n):
     return 1 << max(0, int(n - 1).bit_length())
