@@ -61,7 +61,7 @@ class Scheduler:
         self.out_layouts = out_layouts or {}      # user output index -> (strides, offset)
         self.groups, self.temps = [], []
         self.buffers = {}               # id(node) -> BUFFER node replacing it
-        self.origin = {}                # id(node with buffers) -> the node it was built from
+        self.origin = {}                # id(node with buffers) -> the node first built from
 
     # ---- graph rewriting ---------------------------------------------------------------
     def rebuild(self, roots, rule):
@@ -85,7 +85,9 @@ class Scheduler:
             if all(a is b for a, b in zip(srcs, n.srcs)):
                 return None
             rebuilt = self.graph.node(n.op, n.dtype, n.shape, srcs, n.arg, n.loc)
-            self.origin.setdefault(id(rebuilt), n)
+            # the node it was first built from, also when ``n`` was itself rebuilt (a node
+            # materialized this round is scheduled with the buffers of the ones before it)
+            self.origin.setdefault(id(rebuilt), self.origin.get(id(n), n))
             return self.buffers.get(id(rebuilt), rebuilt)
         return self.rebuild(roots, rule)
 

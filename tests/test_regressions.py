@@ -183,6 +183,20 @@ def test_fuzz_seed_149622():
     check_result(source, fn, inputs, got)
 
 
+# ---- CompileError "internal error (KeyError: 't1')", simulator fuzz seed 912951 (seen at
+# 039aee4) -----------------------------------------------------------------------------------------
+# A reduction shared by two kernels was recorded as the node it was rebuilt from, which was
+# itself rebuilt (with the buffers of that scheduling round) when a FusionError had
+# materialized it; scheduled again, its buffer named a temporary the new round did not have.
+# The scheduler now records the node first built from.
+
+def test_fuzz_seed_912951():
+    from fuzzgen import make_case
+    source, fn, inputs, options = make_case(912951, "sim")
+    got = nm.jit(**options)(fn)(*inputs)
+    check_result(source, fn, inputs, got)
+
+
 # ---- ArgumentError "threads_per_row * rows_per_block = 8192 exceeds 1024" (GPU fuzz seed
 # 3133, seen at 0e9e8cc) ------------------------------------------------------------------------
 # With rows_per_block=32 forced, the GPU heuristic that gives rows streamed in one pass 256
