@@ -168,6 +168,24 @@ def test_int32_to_bfloat16_rounds_once():
     assert [int(b) for b in got] == [_nearest_bfloat16_bits(float(v)) for v in x]
 
 
+def _through_bfloat16(x):
+    return x.astype(ml_dtypes.bfloat16).astype(np.float64) * 2
+
+
+def test_bfloat16_inside_a_kernel_without_bfloat16_arrays():
+    """A bfloat16 value that only lives inside the kernel (float64 in and out): its
+    conversions are imported and it rounds as ml_dtypes' cast does; the kernel compiles for
+    sm_90 too."""
+    x = np.random.default_rng(3).standard_normal(300)
+    got = nm.jit(_through_bfloat16)(x)
+    assert got.dtype == np.float64
+    want = [float(np.array(_nearest_bfloat16_bits(v), np.uint16).view(BF16)) * 2 for v in x]
+    assert np.array_equal(got, want)
+    from test_ptx import lower_for_gpu, compile_report
+    (r,) = compile_report(lower_for_gpu(_through_bfloat16, (x,)).kernels)
+    assert r["ok"], r["error"]
+
+
 def test_bfloat16_kernels_compile_for_sm90_without_spills():
     from test_ptx import lower_for_gpu, compile_report
     rng = np.random.default_rng(0)

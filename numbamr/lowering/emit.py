@@ -233,7 +233,9 @@ class Emitter:
         elif any(kind == "scratch" for _, kind, _, _ in p.params):
             wait = "sim_phase" if self.target == "sim" else "arrive_and_wait"
             head.append(f"from numbamr.runtime.{lib} import {wait}, xload, xstore")
-        if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params):
+        # bfloat16 values come from parameters or from casts inside the kernel
+        if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params) or \
+                any(ins.op == "CAST" and dtypes.is_bfloat16(ins.arg) for ins in p.instrs):
             head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, f32_to_bf16, "
                         "f64_to_f32_odd")
         head += ["inf = math.inf", "nan = math.nan", "", "",
