@@ -104,7 +104,7 @@ class Scheduler:
                     n = self.origin.get(key, n)
                     shared[n.id] = n
             seen |= set(mine)
-        return [shared[k] for k in sorted(shared)]       # sources before users
+        return list(shared.values())
 
     def split_long_reductions(self, roots):
         return self.rebuild(roots, self._split)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import numbamr as nm
-from fuzzgen import check_result, standard_inputs
+from fuzzgen import GPU, check_result, make_case, standard_inputs
 from helpers import run_and_check
 from programs import BY_NAME
 
@@ -23,6 +23,15 @@ def check(fn, shapes, options=None, dtypes=None, seed=0):
     source = inspect.getsource(fn)
     got = nm.jit(**(options or {}))(fn)(*inputs)
     check_result(source, fn, inputs, got, rtol=1e-4)
+
+
+def check_fuzz_case(seed, profile):
+    """Fuzz case ``seed`` of ``profile`` (tests/fuzzgen.py) run with the options drawn for it
+    and compared with NumPy as the fuzzer compares; returns those options."""
+    source, fn, inputs, options = make_case(seed, profile)
+    got = nm.jit(**options)(fn)(*inputs)
+    check_result(source, fn, inputs, got)
+    return options
 
 
 # ---- VerifyError "reads 'base_1' outside the scope that defines it" (seen at b1656cf) --------
@@ -106,7 +115,6 @@ def test_variance_of_a_value_constant_after_clamping():
 # (fuzzgen._PerturbedNumpy). Checked here with the fuzzer's own inputs and options.
 
 def test_variance_of_nearly_constant_values_summed_by_one_thread():
-    from fuzzgen import GPU, make_case
     source, fn, inputs, _ = make_case(664, GPU)
     options = {"threads_per_row": 1, "rows_per_block": 2}     # as drawn when it was seen
     got = nm.jit(**options)(fn)(*inputs)
@@ -136,11 +144,8 @@ def test_split_rows_staged_in_shared_memory(name):
 
 @pytest.mark.gpu
 def test_fuzz_seed_141591():
-    from fuzzgen import GPU, make_case
-    source, fn, inputs, options = make_case(141591, GPU)
+    options = check_fuzz_case(141591, GPU)
     assert options == {"threads_per_row": 1, "vector": 2, "split": 16}
-    got = nm.jit(**options)(fn)(*inputs)
-    check_result(source, fn, inputs, got)
 
 
 # ---- NaN mismatch, GPU fuzz seed 144479 on the H200 (seen at 5e6f659) ------------------------
@@ -162,10 +167,7 @@ def test_a_product_subtracted_from_rounds_as_where_it_is_reduced():
 
 @pytest.mark.gpu
 def test_fuzz_seed_144479():
-    from fuzzgen import GPU, make_case
-    source, fn, inputs, options = make_case(144479, GPU)
-    got = nm.jit(**options)(fn)(*inputs)
-    check_result(source, fn, inputs, got)
+    check_fuzz_case(144479, GPU)
 
 
 # ---- NaN mismatch, GPU fuzz seed 149622 on the H200 (seen with the fix above) ----------------
@@ -177,10 +179,7 @@ def test_fuzz_seed_144479():
 
 @pytest.mark.gpu
 def test_fuzz_seed_149622():
-    from fuzzgen import GPU, make_case
-    source, fn, inputs, options = make_case(149622, GPU)
-    got = nm.jit(**options)(fn)(*inputs)
-    check_result(source, fn, inputs, got)
+    check_fuzz_case(149622, GPU)
 
 
 # ---- CompileError "internal error (KeyError: 't1')", simulator fuzz seed 912951 (seen at
@@ -191,10 +190,7 @@ def test_fuzz_seed_149622():
 # The scheduler now records the node first built from.
 
 def test_fuzz_seed_912951():
-    from fuzzgen import make_case
-    source, fn, inputs, options = make_case(912951, "sim")
-    got = nm.jit(**options)(fn)(*inputs)
-    check_result(source, fn, inputs, got)
+    check_fuzz_case(912951, "sim")
 
 
 # ---- ArgumentError "threads_per_row * rows_per_block = 8192 exceeds 1024" (GPU fuzz seed

@@ -49,10 +49,10 @@ class KernelOptions:
                      the columns of a tall array) in one kernel, split this way, instead
                      of the two kernels they would take
     cluster:         1 makes the blocks of a split row one thread-block cluster (sm_90 and
-                     newer, split <= 16): the hardware starts them together and they
-                     send their partials into each other's shared memory; 0 exchanges
-                     through global memory with arrival counts (rows that are not split
-                     are unaffected)
+                     newer, split <= 16): the hardware starts them together and they send
+                     their partials into each other's shared memory; 0 exchanges through
+                     global memory with arrival counts (rows that are not split are
+                     unaffected)
     online:          1 fuses a reduce that depends on another (the variance after the mean,
                      the sum of exponentials after the max) into one pass (Welford, online
                      max-sum) over a row that is not in registers, or a split row's blocks
