@@ -697,26 +697,49 @@ def _statements(source):
     return params, body
 
 
-def _perturbed_run(source, inputs, eps, rng, mean_ulps=0.0):
+def _perturbed_run(source, inputs, eps, rng, mean_ulps=0.0, half=None):
     """The program on float64 copies of the inputs, every use of every value (input or
     intermediate) perturbed by an independent relative ``eps``: what rounding each value
-    differently in each kernel that recomputes it can do to the outputs. A function that
-    NumPy computes in float16 for bools or small integers (``np.tanh(x > 0)``) is computed
-    in float64, as numbamr computes float16 values in float32."""
+    differently in each kernel that recomputes it can do to the outputs. With ``half``, only
+    the intermediates that the program makes float16 are perturbed, each once (every use sees
+    the same value), by a relative ``half``: what their float16 roundings can do (NumPy's and
+    numbamr's differ where one computes a float16 value in float16 and the other in float32).
+    A function that NumPy computes in float16 for bools or small integers
+    (``np.tanh(x > 0)``) is computed in float64, as numbamr computes float16 values in
+    float32."""
     import re
     params, body = _statements(source)
     env = {p: np.asarray(a, dtype=np.float64) if np.asarray(a).dtype.kind == "f" else a
            for p, a in zip(params, inputs)}
+    halves = _float16_values(params, body, inputs) if half else set()
     numpy = _PerturbedNumpy(mean_ulps, rng)
     for name, expr in body:
-        used = {n: v * (1 + eps * rng.uniform(-1, 1, v.shape)) if v.dtype.kind == "f" else v
+        used = {n: _perturbed(v, eps, rng)
                 for n, v in env.items() if re.search(rf"\b{n}\b", expr)}
         expr = re.sub(r"\b(?!np\.)(\w+)\.(var|std)\(", r"np.\2(\1, ", expr)
         value = eval(expr, {"np": numpy, **used})
         if name is None:
             return value
-        env[name] = np.asarray(value)
+        env[name] = _perturbed(np.asarray(value), half if name in halves else 0.0, rng)
     raise ValueError("program without return")
+
+
+def _perturbed(value, eps, rng):
+    if value.dtype.kind != "f" or not eps:
+        return value
+    return value * (1 + eps * rng.uniform(-1, 1, value.shape))
+
+
+def _float16_values(params, body, inputs):
+    """Names of the intermediates that NumPy computes as float16 on the original inputs."""
+    env = dict(zip(params, inputs))
+    halves = set()
+    with np.errstate(all="ignore"):
+        for name, expr in body[:-1]:
+            env[name] = np.asarray(eval(expr, {"np": np, **env}))
+            if env[name].dtype == np.float16:
+                halves.add(name)
+    return halves
 
 
 class _PerturbedNumpy:
@@ -769,7 +792,9 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
     var/std drifted as a float32 running sum drifts (see _PerturbedNumpy). It matters only for
     outputs that cancel to about 0 or amplify rounding (a row minus its own minimum, a sum of
     centered values); a well-conditioned output keeps ``rtol * max|ref|``, a float16 output at
-    least one float16 ulp of its largest value. ``source`` (default
+    least one float16 ulp of its largest value, and every output twice as much as the
+    program's float16 intermediates, each one float16 epsilon off, move it (see
+    ``_moved_by_float16``). ``source`` (default
     ``fn.source``) is the generated program's text; without it, only the inputs are perturbed.
     """
     from helpers import flatten, to_float64
@@ -799,10 +824,12 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
         moved_big, _ = _moved(fn, source, inputs, refs, big, rng)
         # and once with only the means inside var/std drifted (2 sqrt(n) ulps)
         moved_mean, _ = _moved(fn, source, inputs, refs, 0.0, rng, mean_ulps=2.0)
+        moved_half = _moved_by_float16(fn, source, inputs, refs, trials, rng)
     scales = []
-    for r, t, s, d_big, d_mean, half in zip(refs, typs, sens, moved_big, moved_mean, halves):
+    for r, t, s, d_big, d_mean, d_half, half in zip(refs, typs, sens, moved_big, moved_mean,
+                                                    moved_half, halves):
         e32 = float(np.abs(t - r).max()) if r.size else 0.0
-        tol = max(slack * e32, slack * eps32 * s, slack * d_mean)
+        tol = max(slack * e32, slack * eps32 * s, slack * d_mean, 2 * d_half)
         if d_big > 4 * big * s:
             tol = max(tol, slack * d_big)
         if half and r.size:     # a value near a float16 rounding boundary may round either way
@@ -811,7 +838,23 @@ def expected(fn, inputs, rtol=1e-4, source=None, perturb=1e-6, trials=3, slack=3
     return typed, ref, scales
 
 
-def _moved(fn, source, inputs, refs, eps, rng, mean_ulps=0.0):
+def _moved_by_float16(fn, source, inputs, refs, trials, rng):
+    """Per output, the most it moves (over ``trials`` runs) when the program's float16
+    intermediates are each off by up to one float16 epsilon (two roundings' worth): NumPy
+    rounds them as it computes them in float16 and numbamr as it computes them in float32,
+    and an output that amplifies them (a deviation of two nearby float16 sums) is only as
+    close to float64 as that; 0 for a program without float16 intermediates."""
+    eps16 = float(np.finfo(np.float16).eps)
+    moved = [0.0] * len(refs)
+    if source is None:
+        return moved
+    for _ in range(trials):
+        d, _ = _moved(fn, source, inputs, refs, 0.0, rng, half=eps16)
+        moved = [max(a, b) for a, b in zip(moved, d)]
+    return moved
+
+
+def _moved(fn, source, inputs, refs, eps, rng, mean_ulps=0.0, half=None):
     """(per output, how far it moves when every use of every value is perturbed by a relative
     ``eps``; the source to use next time). A program not written one statement per line has
     only its inputs perturbed, and None comes back for its source, so it is not parsed again."""
@@ -819,7 +862,7 @@ def _moved(fn, source, inputs, refs, eps, rng, mean_ulps=0.0):
     out = None
     if source is not None:
         try:
-            out = _perturbed_run(source, inputs, eps, rng, mean_ulps)
+            out = _perturbed_run(source, inputs, eps, rng, mean_ulps, half)
         except Exception:
             source = None
     if out is None:
