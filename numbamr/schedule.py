@@ -405,8 +405,36 @@ def _schedule_once_each(graph, split, targets, setup):
         groups = merge_groups(s)
         again = [n for n in s.reduces_in_two_kernels(groups) if n not in first]
         if not again:
+            for n in first:
+                groups = _fold_into_first_reader(s, groups, s.buffers[id(n)].arg)
             return groups, s.temps
         first = sorted(first + again, key=lambda n: n.id)    # sources before users
+
+
+def _fold_into_first_reader(s, groups, name):
+    """``groups`` with the kernel that computes temporary ``name`` alone folded into the
+    first kernel that reads it, where one analysis covers both: that kernel computes the
+    reduction, uses it and stores it, and the later readers still read the stored bits.
+    A launch fewer (the first reader often reduced it anyway before it was materialized)."""
+    own = next((i for i, g in enumerate(groups) if g.targets == [("tmp", name)]), None)
+    if own is None:
+        return groups
+    value = groups[own].outputs[0]
+    for i in range(own + 1, len(groups)):
+        reader = groups[i]
+        if not any(n.op is Op.BUFFER and n.arg == name for n in toposort(reader.outputs)):
+            continue
+        outputs = s.rebuild(reader.outputs, lambda n, srcs: value if n.op is Op.BUFFER and
+                            n.arg == name else None) + [value]
+        targets = reader.targets + [("tmp", name)]
+        try:
+            kernel = build_kernel(outputs, s.layouts, s.store_layouts(outputs, targets),
+                                  reader.name, s.arg_names)
+        except FusionError:
+            return groups
+        folded = KernelGroup(reader.name, outputs, targets, kernel)
+        return groups[:own] + groups[own + 1:i] + [folded] + groups[i + 1:]
+    return groups
 
 
 def format_schedule(groups):

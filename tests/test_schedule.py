@@ -75,6 +75,29 @@ def test_each_reduction_is_computed_by_one_kernel(shape, dtype):
     run_and_check(prog, (x,), expect_kernels=len(fn.lower(x).kernels))
 
 
+def min_with_its_odd_columns(x):
+    m = x.min(axis=2)
+    return x.max(axis=2, keepdims=True), np.sqrt(m[..., 1::2] * m[..., 1::2] + 1.0), m
+
+
+@pytest.mark.parametrize("shape", [(3, 10, 7), (7, 100, 127)])
+def test_a_shared_reduction_is_stored_by_the_first_kernel_that_computes_it(shape, monkeypatch):
+    """The row minimum is an output and feeds a strided output that needs a kernel of its
+    own. It is computed once, by the kernel of the row outputs, which stores it for the
+    other (two kernels, where a kernel of its own would make three), and the values match
+    NumPy."""
+    x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    fn = nm.jit(min_with_its_odd_columns)
+    for kernels in (fn.lower(x).kernels, lower_for_gpu(fn, (x,)).kernels):
+        per_kernel = [{id(r.node) for r in k.kernel.reduces} for k in kernels]
+        assert sum(map(len, per_kernel)) == len(set().union(*per_kernel))
+        assert len(kernels) == 2 and ("tmp", "t0") in kernels[0].targets
+    prog = Program(min_with_its_odd_columns.__name__, min_with_its_odd_columns, None)
+    run_and_check(prog, (x,), expect_kernels=2)
+    monkeypatch.setattr(schedule, "_fold_into_first_reader", lambda s, groups, name: groups)
+    assert len(nm.jit(min_with_its_odd_columns).lower(x).kernels) == 3
+
+
 def test_long_reductions_over_few_rows_spread_over_blocks(monkeypatch):
     """A whole-array sum is split into segments (one block each) and combined after."""
     monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
