@@ -59,6 +59,9 @@ def main(argv=None):
     ap.add_argument("--time-limit", type=float, default=0,
                     help="stop starting new programs after this many seconds and report "
                          "the ones run (default: no limit)")
+    ap.add_argument("--arg-reductions", type=float, default=0.0,
+                    help="share of steps that are an argmax or argmin (default 0: the "
+                         "programs of the fixed seeds)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after this many failures (default: run all)")
     ap.add_argument("--jobs", type=int, default=1,
@@ -79,6 +82,7 @@ def main(argv=None):
         profile["long_rows"] = 0.0
     if args.rtol:
         profile["rtol"] = args.rtol
+    profile["arg_reductions"] = args.arg_reductions
 
     xp = None
     if not args.numpy and not conftest.SIMULATOR:

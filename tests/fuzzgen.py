@@ -132,6 +132,8 @@ class _Builder:
         self.counter = 0
         self.max_elems = profile["max_elems"]
         self.steps = profile.get("steps", (2, 7))
+        # a stream of its own: a profile without arg reductions keeps its programs
+        self.arg_r = random.Random(f"{seed}-arg")
 
     # ---- shapes and inputs ------------------------------------------------------------------
     def _main_shape(self):
@@ -466,6 +468,29 @@ class _Builder:
             call = f"{operand}.{kind}({', '.join(args)})"
         return self._emit(call, a.depth + 1, src=a, axes=axes, keepdims=keepdims, kind=kind)
 
+    def _arg_reduce(self):
+        """argmax or argmin along one axis or of the flattened array (int64 positions), only
+        where every extreme is clear of the next value by a margin or tied with it exactly
+        (NumPy takes the first of a tie; float32 rounding cannot move a clear one)."""
+        r = self.r
+        a = self._pick(lambda v: v.ndim >= 1 and v.val.size > 1 and v.depth < self.MAX_DEPTH)
+        kind = r.choice(["argmax", "argmin"])
+        axis = r.choice([None] + list(range(-a.ndim, a.ndim)))
+        vals = a.fval if kind == "argmax" else -a.fval
+        rows = vals.reshape(1, -1) if axis is None else np.moveaxis(vals, axis, -1)
+        best = rows.max(axis=-1, keepdims=True)
+        below = np.where(rows < best, rows, -np.inf).max(axis=-1, keepdims=True)
+        if np.any(best - below < 1e-3 * (1.0 + np.abs(vals).max())):
+            raise Rejected("an extreme too close to the next value")
+        args = [] if axis is None else [str(axis) if r.random() < 0.4 else f"axis={axis}"]
+        if axis is not None and r.random() < 0.3:
+            args.append("keepdims=True")
+        if r.random() < 0.35:
+            call = f"np.{kind}({', '.join([a.name] + args)})"
+        else:
+            call = f"{a.name}.{kind}({', '.join(args)})"
+        return self._emit(call, a.depth + 1)
+
     def _narrowest(self):
         """The narrowest float dtype among the inputs: what a factor may be rounded to."""
         return min((a.dtype for a in self.inputs if a.dtype.kind == "f"),
@@ -592,6 +617,8 @@ class _Builder:
         while done < steps and attempts < 60:
             attempts += 1
             f = r.choices(fns, weights)[0]
+            if self.arg_r.random() < self.p.get("arg_reductions", 0.0):
+                f = self._arg_reduce
             mark = (len(self.lines), len(self.vars), self.counter)
             try:
                 f()
@@ -1235,8 +1262,11 @@ def _main(argv=None):
     ap.add_argument("seed", type=int)
     ap.add_argument("--profile", default="sim")
     ap.add_argument("--minimize", action="store_true", help="shrink it while it fails")
+    ap.add_argument("--arg-reductions", type=float, default=0.0,
+                    help="as tests/fuzz_gpu.py was given it")
     args = ap.parse_args(argv)
-    source, fn, inputs, options = make_case(args.seed, args.profile)
+    profile = dict(PROFILES[args.profile], arg_reductions=args.arg_reductions)
+    source, fn, inputs, options = make_case(args.seed, profile)
     print(source)
     why = failure(source, inputs, options)
     print("numbamr:", why or "matches NumPy")

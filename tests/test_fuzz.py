@@ -5,6 +5,7 @@ compared with the same program run by NumPy.
   have NumPy's shape and dtype and match float64 NumPy within a relative 1e-4. Programs numbamr
   declines (TraceError, ShapeError, DTypeError, ArgumentError, FusionError) are skipped; any
   other exception (VerifyError, CompileError, numba or Python errors) fails the test.
+- ``test_fuzz_arg_reductions``: the same, with argmax / argmin steps (compared exactly).
 - ``test_fuzz_ptx``: generated programs lowered with the GPU heuristics at GPU sizes compile
   for sm_90 (no GPU needed).
 
@@ -17,7 +18,7 @@ import pytest
 
 import numbamr as nm
 from conftest import SIMULATOR
-from fuzzgen import make_case, check_result, unsupported_errors
+from fuzzgen import SIM, make_case, check_result, unsupported_errors
 from test_ptx import lower_for_gpu, compile_report
 
 SEEDS = list(range(60))
@@ -42,8 +43,19 @@ def test_fuzz_simulator(seed):
     check_case(*make_case(seed))
 
 
+# programs with argmax / argmin steps (a profile of their own keeps SEEDS' programs)
+ARG_SEEDS = list(range(3000, 3030))
+
 # seeds whose programs (with their drawn options) accept split=2 in the simulator
 SPLIT_SEEDS = [2024, 2025, 2027, 2038, 2064, 2071, 2073, 2086, 2097, 2102, 2117, 2119, 2141]
+
+
+@pytest.mark.parametrize("seed", ARG_SEEDS)
+def test_fuzz_arg_reductions(seed):
+    """Positions of extremes (int64, compared exactly with NumPy's: the first of a tie),
+    and whatever is computed from them, in random programs run in the simulator."""
+    source, fn, inputs, options = make_case(seed, dict(SIM, arg_reductions=0.3))
+    check_case(source, fn, inputs, options)
 
 
 @pytest.mark.parametrize("seed", SPLIT_SEEDS)
