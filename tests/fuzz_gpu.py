@@ -62,6 +62,9 @@ def main(argv=None):
     ap.add_argument("--arg-reductions", type=float, default=0.0,
                     help="share of steps that are an argmax or argmin (default 0: the "
                          "programs of the fixed seeds)")
+    ap.add_argument("--extras", type=float, default=0.0,
+                    help="share of steps that use the ufuncs, casts and axis moves the "
+                         "others leave out (default 0)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after this many failures (default: run all)")
     ap.add_argument("--jobs", type=int, default=1,
@@ -83,6 +86,7 @@ def main(argv=None):
     if args.rtol:
         profile["rtol"] = args.rtol
     profile["arg_reductions"] = args.arg_reductions
+    profile["extras"] = args.extras
 
     xp = None
     if not args.numpy and not conftest.SIMULATOR:

@@ -468,6 +468,33 @@ class _Builder:
             call = f"{operand}.{kind}({', '.join(args)})"
         return self._emit(call, a.depth + 1, src=a, axes=axes, keepdims=keepdims, kind=kind)
 
+    def _extra(self):
+        """One of the ufuncs, casts and axis moves the other steps leave out, each kept
+        where its value is tame (logs of values away from 0, floor/ceil/sign of values away
+        from their jumps)."""
+        r = self.r
+        a = self._pick()
+        n, vals = a.name, a.fval
+        choices = [f"np.log(np.abs({n}) + 0.5)", f"np.log2({n} * {n} + 1.0)",
+                   f"np.log10(np.abs({n}) + 0.25)", f"np.log1p(np.abs({n}))",
+                   f"np.expm1(np.tanh({n}))", f"np.exp2(np.tanh({n}))", f"np.square({n})",
+                   f"np.sin({n})", f"np.cos({n})", f"np.reciprocal(np.abs({n}) + 0.5)",
+                   f"np.clip({n}, -0.5, {_fmt(r.uniform(0, 1))})",
+                   f"{n}.astype(np.float64)", f"{n}.astype(np.float16)",
+                   f"np.logaddexp({n}, np.tanh({n}))"]
+        if vals.size and np.abs(vals).min() > 1e-3 * (1 + np.abs(vals).max()):
+            choices.append(f"np.sign({n}) * {n}")
+        frac = np.abs(vals - np.round(vals))
+        if vals.size and frac.min() > 1e-3 * (1 + np.abs(vals).max()):
+            choices += [f"np.floor({n})", f"np.ceil({n})"]
+        if a.ndim >= 2:
+            i, j = r.sample(range(a.ndim), 2)
+            choices += [f"np.swapaxes({n}, {i}, {j})", f"np.moveaxis({n}, {i}, {j})"]
+        choices.append(f"np.expand_dims({n}, {r.randint(-a.ndim - 1, a.ndim)})")
+        if 1 in a.shape:
+            choices.append(f"np.squeeze({n}, {a.shape.index(1)})")
+        return self._emit(r.choice(choices), a.depth)
+
     def _arg_reduce(self):
         """argmax or argmin along one axis or of the flattened array (int64 positions), only
         where every extreme is clear of the next value by a margin or tied with it exactly
@@ -619,6 +646,8 @@ class _Builder:
             f = r.choices(fns, weights)[0]
             if self.arg_r.random() < self.p.get("arg_reductions", 0.0):
                 f = self._arg_reduce
+            elif self.arg_r.random() < self.p.get("extras", 0.0):
+                f = self._extra
             mark = (len(self.lines), len(self.vars), self.counter)
             try:
                 f()
@@ -1264,8 +1293,11 @@ def _main(argv=None):
     ap.add_argument("--minimize", action="store_true", help="shrink it while it fails")
     ap.add_argument("--arg-reductions", type=float, default=0.0,
                     help="as tests/fuzz_gpu.py was given it")
+    ap.add_argument("--extras", type=float, default=0.0,
+                    help="as tests/fuzz_gpu.py was given it")
     args = ap.parse_args(argv)
-    profile = dict(PROFILES[args.profile], arg_reductions=args.arg_reductions)
+    profile = dict(PROFILES[args.profile], arg_reductions=args.arg_reductions,
+                   extras=args.extras)
     source, fn, inputs, options = make_case(args.seed, profile)
     print(source)
     why = failure(source, inputs, options)

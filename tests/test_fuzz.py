@@ -5,7 +5,8 @@ compared with the same program run by NumPy.
   have NumPy's shape and dtype and match float64 NumPy within a relative 1e-4. Programs numbamr
   declines (TraceError, ShapeError, DTypeError, ArgumentError, FusionError) are skipped; any
   other exception (VerifyError, CompileError, numba or Python errors) fails the test.
-- ``test_fuzz_arg_reductions``: the same, with argmax / argmin steps (compared exactly).
+- ``test_fuzz_more_steps``: the same, with argmax / argmin steps (compared exactly), or
+  with the ufuncs, casts and axis moves the other steps leave out.
 - ``test_fuzz_ptx``: generated programs lowered with the GPU heuristics at GPU sizes compile
   for sm_90 (no GPU needed).
 
@@ -43,19 +44,21 @@ def test_fuzz_simulator(seed):
     check_case(*make_case(seed))
 
 
-# programs with argmax / argmin steps (a profile of their own keeps SEEDS' programs)
-ARG_SEEDS = list(range(3000, 3030))
+# programs with argmax / argmin steps, and with the ufuncs, casts and axis moves the other
+# steps leave out (profiles of their own: SEEDS keep their programs)
+STEP_SEEDS = [(s, "arg_reductions") for s in range(3000, 3030)] + \
+    [(s, "extras") for s in range(4000, 4030)]
 
 # seeds whose programs (with their drawn options) accept split=2 in the simulator
 SPLIT_SEEDS = [2024, 2025, 2027, 2038, 2064, 2071, 2073, 2086, 2097, 2102, 2117, 2119, 2141]
 
 
-@pytest.mark.parametrize("seed", ARG_SEEDS)
-def test_fuzz_arg_reductions(seed):
-    """Positions of extremes (int64, compared exactly with NumPy's: the first of a tie),
-    and whatever is computed from them, in random programs run in the simulator."""
-    source, fn, inputs, options = make_case(seed, dict(SIM, arg_reductions=0.3))
-    check_case(source, fn, inputs, options)
+@pytest.mark.parametrize("seed,steps", STEP_SEEDS)
+def test_fuzz_more_steps(seed, steps):
+    """Random programs run in the simulator with one kind of step in three drawn from
+    ``steps``: positions of extremes (int64, compared exactly with NumPy's: the first of a
+    tie), or logs, trigonometry, casts, floor/ceil, axis moves."""
+    check_case(*make_case(seed, dict(SIM, **{steps: 0.3})))
 
 
 @pytest.mark.parametrize("seed", SPLIT_SEEDS)
