@@ -577,12 +577,10 @@ def log10(x):
     return multiply(log(x), float(1.0 / np.log(10.0)))      # a weak python float: keeps float32
 
 
-def log1p(x):
-    return log(add(x, 1.0))
-
-
-def expm1(x):
-    return subtract(exp(x), 1.0)
+# their own ops, not log(1 + x) and exp(x) - 1: those lose every digit of a small x that
+# 1 + x rounds away (NumPy's are accurate there)
+log1p = _make_unary(Op.LOG1P, _float_rule, "log1p")
+expm1 = _make_unary(Op.EXPM1, _float_rule, "expm1")
 
 
 def isinf(x):
@@ -1050,6 +1048,7 @@ _NUMPY_OF = {
     Op.GE: np.greater_equal, Op.EQ: np.equal, Op.NE: np.not_equal, Op.NEG: np.negative,
     Op.ABS: np.absolute, Op.EXP: np.exp, Op.LOG: np.log, Op.SQRT: np.sqrt, Op.SIN: np.sin,
     Op.COS: np.cos, Op.TANH: np.tanh, Op.FLOOR: np.floor, Op.CEIL: np.ceil,
+    Op.LOG1P: np.log1p, Op.EXPM1: np.expm1,
 }
 
 

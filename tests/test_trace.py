@@ -197,6 +197,35 @@ def test_numpy_ufunc(fn):
     check(fn, P, S)
 
 
+def small_and_large(dtype):
+    """Values from 1e-8 to 30 of both signs (where 1 + x rounds away most of a small x)."""
+    mags = np.geomspace(1e-8, 30.0, 64)
+    return np.concatenate([mags, -mags[mags < 0.9]]).astype(dtype)
+
+
+@pytest.mark.parametrize("name", ["log1p", "expm1"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_log1p_and_expm1_keep_small_arguments_accurate(name, dtype):
+    """Every element within 4 ulps of its own float64 value, also where x is far below 1
+    (log(1 + x) and exp(x) - 1 there keep none of x's digits below 1's ulp)."""
+    fn = getattr(np, name)
+    x = small_and_large(dtype)
+    got = to_host(nm.jit(lambda a: fn(a))(x))
+    want = fn(x.astype(np.float64))
+    assert got.dtype == fn(x).dtype
+    rel = np.abs(got.astype(np.float64) - want) / np.abs(want)
+    assert rel.max() <= 4 * np.finfo(dtype).eps, x[np.argmax(rel)]
+
+
+@pytest.mark.ptx
+def test_log1p_and_expm1_compile_for_sm90():
+    from test_ptx import compile_report, lower_for_gpu
+    x = small_and_large(np.float32)
+    kernels = lower_for_gpu(nm.jit(lambda a: (np.log1p(a), np.expm1(a))), (x,)).kernels
+    report = compile_report(kernels)
+    assert all(r["ok"] for r in report), report
+
+
 FUNCTION_CASES = [
     ("np.sum", lambda x: np.sum(x, axis=1)),
     ("np.sum_all", lambda x: np.sum(x)),

@@ -113,7 +113,8 @@ def _alu(op, dt, a, native=False):
         return _cast_text(f"{a[0]} ** {a[1]}", dt)
     fmath = {Op.EXP: "math.exp", Op.LOG: "math.log", Op.LOG2: "math.log2",
              Op.SQRT: "math.sqrt", Op.SIN: "math.sin", Op.COS: "math.cos",
-             Op.TANH: "math.tanh", Op.ERF: "math.erf"}
+             Op.TANH: "math.tanh", Op.ERF: "math.erf", Op.LOG1P: "math.log1p",
+             Op.EXPM1: "math.expm1"}
     if op in fmath:
         return f"{fmath[op]}({x})"
     if op is Op.EXP2:
