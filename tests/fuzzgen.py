@@ -490,7 +490,8 @@ class _Builder:
         if a.ndim >= 2:
             i, j = r.sample(range(a.ndim), 2)
             choices += [f"np.swapaxes({n}, {i}, {j})", f"np.moveaxis({n}, {i}, {j})"]
-        choices.append(f"np.expand_dims({n}, {r.randint(-a.ndim - 1, a.ndim)})")
+        if a.ndim < 4:          # the other steps draw axes of at most 4 dimensions
+            choices.append(f"np.expand_dims({n}, {r.randint(-a.ndim - 1, a.ndim)})")
         if 1 in a.shape:
             choices.append(f"np.squeeze({n}, {a.shape.index(1)})")
         return self._emit(r.choice(choices), a.depth)

@@ -193,6 +193,17 @@ def test_fuzz_seed_912951():
     check_fuzz_case(912951, "sim")
 
 
+# ---- mismatch 1.0e-4, GPU fuzz seed 171229 with extra steps (seen at b5da12f) ----------------
+# np.expm1 was traced as exp(x) - 1 and np.log1p as log(1 + x): a small x loses the digits
+# that 1 + x rounds away (relative eps / x), and the square of expm1(tanh(z)) near 2e-6 was
+# off by 1e-4 on the GPU (the simulator's exp is closer: 8.5e-5 there, under the bar). Both
+# are ops of their own now (tests/test_trace.py checks them per element, in the simulator too).
+
+@pytest.mark.gpu
+def test_fuzz_seed_171229():
+    check_fuzz_case(171229, dict(GPU, arg_reductions=0.15, extras=0.2))
+
+
 # ---- ArgumentError "threads_per_row * rows_per_block = 8192 exceeds 1024" (GPU fuzz seed
 # 3133, seen at 0e9e8cc) ------------------------------------------------------------------------
 # With rows_per_block=32 forced, the GPU heuristic that gives rows streamed in one pass 256
