@@ -601,7 +601,10 @@ def _dt(x):
 
 def logaddexp(a, b):
     m = maximum(a, b)
-    return add(m, log1p(exp(negative(absolute(subtract(a, b))))))
+    spread = add(m, log1p(exp(negative(absolute(subtract(a, b))))))
+    # equal arguments apart, as NumPy takes them: two equal infinities give that infinity
+    # (their difference is NaN)
+    return where(equal(a, b), add(m, float(np.log(2.0))), spread)
 
 
 def where(cond, a=None, b=None):

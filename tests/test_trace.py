@@ -217,6 +217,19 @@ def test_log1p_and_expm1_keep_small_arguments_accurate(name, dtype):
     assert rel.max() <= 4 * np.finfo(dtype).eps, x[np.argmax(rel)]
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_logaddexp_of_infinities_and_nan_is_numpys(dtype):
+    a = np.array([np.inf, -np.inf, np.inf, -np.inf, np.nan, 1.0, 3.0, -2.0], dtype)
+    b = np.array([np.inf, -np.inf, -np.inf, 2.0, 1.0, np.nan, 3.0, 5.0], dtype)
+    with np.errstate(all="ignore"):
+        want = np.logaddexp(a, b)
+    got = to_host(nm.jit(lambda p, q: np.logaddexp(p, q))(a, b))
+    np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps)
+    got = to_host(nm.jit(lambda p: np.logaddexp(0.0, p))(a))       # a weak scalar first
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, np.logaddexp(0.0, a), rtol=4 * np.finfo(dtype).eps)
+
+
 @pytest.mark.ptx
 def test_log1p_and_expm1_compile_for_sm90():
     from test_ptx import compile_report, lower_for_gpu
