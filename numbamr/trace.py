@@ -592,7 +592,8 @@ def isfinite(x):
 
 
 def sign(x):
-    return subtract(astype(greater(x, 0), _dt(x)), astype(less(x, 0), _dt(x)))
+    s = subtract(astype(greater(x, 0), _dt(x)), astype(less(x, 0), _dt(x)))
+    return where(isnan(x), x, s) if np.dtype(_dt(x)).kind == "f" else s    # NaN stays NaN
 
 
 def _dt(x):

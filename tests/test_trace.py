@@ -232,6 +232,29 @@ def test_logaddexp_of_infinities_and_nan_is_numpys(dtype):
     np.testing.assert_allclose(got, want, rtol=4 * np.finfo(dtype).eps)
 
 
+DIVMOD_A = [np.nan, -0.0, 0.0, -2.5, 3.0, np.inf, -np.inf, 1e-30, -7.0, 5.0, -5.0, 7.5, 1e7]
+DIVMOD_B = [2.0, 0.0, -0.0, 2.0, -2.0, 3.0, 2.0, np.inf, np.inf, -np.inf, 0.0, 0.1, 0.7]
+
+
+@pytest.mark.parametrize("name", ["floor_divide", "remainder", "sign"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_float_floor_divide_remainder_and_sign_are_numpys(name, dtype):
+    """Bit for bit NumPy's (npy_divmod: the remainder from the exact fmod), zeros' signs,
+    infinities and NaN included; and the remainders of many values by 0.1 and 0.7, where
+    ``a - floor(a / b) * b`` lands off (and beyond b) for most of them."""
+    fn = getattr(np, name)
+    rng = np.random.default_rng(1)
+    with np.errstate(all="ignore"):     # 1e7 is an infinity in float16
+        a = np.concatenate([DIVMOD_A, rng.standard_normal(500) * 1000]).astype(dtype)
+        b = np.concatenate([DIVMOD_B, np.resize([0.1, 0.7, -0.3, 3.0], 500)]).astype(dtype)
+        want = fn(a, b) if name != "sign" else fn(a)
+    jitted = nm.jit(lambda p, q: fn(p, q)) if name != "sign" else nm.jit(lambda p, q: fn(p))
+    got = to_host(jitted(a, b))
+    assert got.dtype == want.dtype
+    same = (got == want) & (np.signbit(got) == np.signbit(want)) | np.isnan(got) & np.isnan(want)
+    assert same.all(), (a[~same][:4], b[~same][:4], got[~same][:4], want[~same][:4])
+
+
 @pytest.mark.ptx
 def test_log1p_and_expm1_compile_for_sm90():
     from test_ptx import compile_report, lower_for_gpu

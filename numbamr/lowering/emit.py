@@ -101,13 +101,9 @@ def _alu(op, dt, a, native=False):
             return _nan_minmax(op is Op.MAX, dt, a[0], a[1], native)
         cmp = ">" if op is Op.MAX else "<"
         return f"select({a[0]} {cmp} {a[1]}, {a[0]}, {a[1]})"
-    if op is Op.FLOORDIV:
-        if f:
-            return _cast_text(f"math.floor({a[0]} / {a[1]})", dt)
+    if op is Op.FLOORDIV and not f:     # floats: Emitter.float_divmod
         return _cast_text(f"{a[0]} // {a[1]} if {a[1]} != 0 else 0", dt)
-    if op is Op.MOD:
-        if f:
-            return f"{a[0]} - {_cast_text(f'math.floor({a[0]} / {a[1]})', dt)} * {a[1]}"
+    if op is Op.MOD and not f:
         return _cast_text(f"{a[0]} % {a[1]} if {a[1]} != 0 else 0", dt)
     if op is Op.POW:
         return _cast_text(f"{a[0]} ** {a[1]}", dt)
@@ -327,8 +323,32 @@ class Emitter:
     def op_alu(self, ins):
         if ins.arg == "copy":
             self.line(f"{ins.out[0]} = {ins.srcs[0]}")
+        elif ins.arg in (Op.FLOORDIV, Op.MOD) and np.dtype(ins.dtype).kind == "f":
+            self.float_divmod(ins)
         else:
             self.line(f"{ins.out[0]} = {_alu(ins.arg, ins.dtype, ins.srcs, self.native)}")
+
+    def float_divmod(self, ins):
+        """Floor division or remainder of floats as NumPy computes them (npy_divmod): from
+        the exact ``fmod``, so a remainder is exact (``a - floor(a / b) * b`` is not, and
+        can land on the wrong side of 0 or b), and zeros, infinities and NaN come out as
+        NumPy's."""
+        (a, b), out, t = ins.srcs, ins.out[0], dtype_name(ins.dtype)
+        zero, one = f"{t}(0.0)", f"{t}(1.0)"
+        m = f"{out}__fmod"
+        self.line(f"{m} = math.fmod({a}, {b})")
+        # a nonzero remainder of the divisor's sign: the quotient rounds down, not to zero
+        fix = f"({m} != {zero}) & (({b} < {zero}) != ({m} < {zero}))"
+        if ins.arg is Op.MOD:
+            self.line(f"{out} = select({fix}, {m} + {b}, select({m} != {zero}, {m}, "
+                      f"math.copysign({zero}, {b})))")
+            return
+        d, q = f"{out}__div", f"{out}__floor"
+        self.line(f"{d} = ({a} - {m}) / {b} - select({fix}, {one}, {zero})")
+        self.line(f"{q} = math.floor({d})")
+        self.line(f"{q} = select({d} - {q} > {t}(0.5), {q} + {one}, {q})")
+        self.line(f"{out} = select({b} == {zero}, {a} / {b}, select({d} != {zero}, {q}, "
+                  f"math.copysign({zero}, {a} / {b})))")
 
     def op_cast(self, ins):
         src = ins.srcs[0]

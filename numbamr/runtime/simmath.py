@@ -17,7 +17,7 @@ shared_lock = threading.Lock()
 exp, log, log2, sqrt = np.exp, np.log, np.log2, np.sqrt
 sin, cos, tanh = np.sin, np.cos, np.tanh
 log1p, expm1 = np.log1p, np.expm1
-floor, ceil = np.floor, np.ceil
+floor, ceil, fmod, copysign = np.floor, np.ceil, np.fmod, np.copysign
 inf, nan = _math.inf, _math.nan
 
 
