@@ -813,9 +813,13 @@ def _finish(graph, node, axes, keepdims):
 
 
 def _reduce_node(graph, node, kind, axes):
-    """REDUCE over ``axes`` (keepdims shape); reducing nothing or size-1 axes is a no-op."""
+    """REDUCE over ``axes`` (keepdims shape); reducing nothing or size-1 axes is a no-op,
+    but for a float sum, which NumPy starts from +0 (a sum of one -0.0 is 0.0)."""
     axes = tuple(a for a in axes if node.shape[a] != 1)
     if not axes:
+        if kind is ReduceKind.SUM and node.dtype.kind == "f":
+            zero = _const(graph, 0.0, node.dtype, node.shape)
+            return graph.node(Op.ADD, node.dtype, node.shape, (node, zero), None, user_loc())
         return node
     shape = tuple(1 if i in axes else s for i, s in enumerate(node.shape))
     if node.op is Op.CONST and kind in (ReduceKind.MAX, ReduceKind.MIN):

@@ -255,6 +255,15 @@ def test_float_floor_divide_remainder_and_sign_are_numpys(name, dtype):
     assert same.all(), (a[~same][:4], b[~same][:4], got[~same][:4], want[~same][:4])
 
 
+@pytest.mark.parametrize("n", [1, 2, 9])
+def test_a_float_sum_of_negative_zeros_is_positive_zero(n):
+    """NumPy starts a float sum from +0, also over an axis of one element."""
+    x = np.full((3, n), -0.0, np.float32)
+    got = nm.jit(lambda a: (a.sum(axis=1), a.sum(), a.mean(axis=1)))(x)
+    for g, w in zip(map(to_host, got), (x.sum(axis=1), x.sum(), x.mean(axis=1))):
+        assert np.array_equal(np.signbit(g), np.signbit(w)) and np.array_equal(g, w)
+
+
 @pytest.mark.ptx
 def test_log1p_and_expm1_compile_for_sm90():
     from test_ptx import compile_report, lower_for_gpu
