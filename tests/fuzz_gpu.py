@@ -65,6 +65,9 @@ def main(argv=None):
     ap.add_argument("--extras", type=float, default=0.0,
                     help="share of steps that use the ufuncs, casts and axis moves the "
                          "others leave out (default 0)")
+    ap.add_argument("--ints", type=float, default=0.0,
+                    help="share of inputs that are small integers (int8, uint8, int32, "
+                         "int64; default 0)")
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after this many failures (default: run all)")
     ap.add_argument("--jobs", type=int, default=1,
@@ -87,6 +90,7 @@ def main(argv=None):
         profile["rtol"] = args.rtol
     profile["arg_reductions"] = args.arg_reductions
     profile["extras"] = args.extras
+    profile["ints"] = args.ints
 
     xp = None
     if not args.numpy and not conftest.SIMULATOR:

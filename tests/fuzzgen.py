@@ -170,15 +170,23 @@ class _Builder:
                 s = tuple(1 if r.random() < 0.2 else d for d in shape[k:])
             specs.append((name, s))
         rng = np.random.default_rng(self.seed)
-        # float16 drawn apart, so that a profile without it keeps its programs seed for seed
+        # float16 and integers drawn apart, so that a profile without them keeps its programs
+        # seed for seed
         halves = np.random.default_rng([self.seed, 16])
+        integers = np.random.default_rng([self.seed, 32])
         self.inputs, self.input_names, self.input_views = [], [], []
         for name, s in specs:
             dt = np.float64 if r.random() < 0.08 else np.float32
             if dt == np.float32 and halves.random() < self.p.get("half", 0.0):
                 dt = np.float16
+            if integers.random() < self.p.get("ints", 0.0):
+                dt = integers.choice([np.int32, np.int64, np.uint8, np.int8])
             base_shape, view = self._strided(s)
-            base = rng.standard_normal(base_shape).astype(dt)
+            base = rng.standard_normal(base_shape)
+            # small integers: sums stay exact, extremes tie
+            base = np.abs(np.round(base * 3)) if dt == np.uint8 else \
+                np.round(base * 3) if np.dtype(dt).kind == "i" else base
+            base = base.astype(dt)
             a = eval("base" + view, {"base": base}) if view else base
             self.inputs.append(a)
             self.input_names.append(name)
@@ -1296,9 +1304,11 @@ def _main(argv=None):
                     help="as tests/fuzz_gpu.py was given it")
     ap.add_argument("--extras", type=float, default=0.0,
                     help="as tests/fuzz_gpu.py was given it")
+    ap.add_argument("--ints", type=float, default=0.0,
+                    help="as tests/fuzz_gpu.py was given it")
     args = ap.parse_args(argv)
     profile = dict(PROFILES[args.profile], arg_reductions=args.arg_reductions,
-                   extras=args.extras)
+                   extras=args.extras, ints=args.ints)
     source, fn, inputs, options = make_case(args.seed, profile)
     print(source)
     why = failure(source, inputs, options)

@@ -44,10 +44,10 @@ def test_fuzz_simulator(seed):
     check_case(*make_case(seed))
 
 
-# programs with argmax / argmin steps, and with the ufuncs, casts and axis moves the other
-# steps leave out (profiles of their own: SEEDS keep their programs)
+# programs with argmax / argmin steps, with the ufuncs, casts and axis moves the other steps
+# leave out, and with integer inputs (profiles of their own: SEEDS keep their programs)
 STEP_SEEDS = [(s, "arg_reductions") for s in range(3000, 3030)] + \
-    [(s, "extras") for s in range(4000, 4030)]
+    [(s, "extras") for s in range(4000, 4030)] + [(s, "ints") for s in range(5000, 5030)]
 
 # seeds whose programs (with their drawn options) accept split=2 in the simulator
 SPLIT_SEEDS = [2024, 2025, 2027, 2038, 2064, 2071, 2073, 2086, 2097, 2102, 2117, 2119, 2141]
@@ -55,9 +55,9 @@ SPLIT_SEEDS = [2024, 2025, 2027, 2038, 2064, 2071, 2073, 2086, 2097, 2102, 2117,
 
 @pytest.mark.parametrize("seed,steps", STEP_SEEDS)
 def test_fuzz_more_steps(seed, steps):
-    """Random programs run in the simulator with one kind of step in three drawn from
+    """Random programs run in the simulator with one step (or input) in three drawn from
     ``steps``: positions of extremes (int64, compared exactly with NumPy's: the first of a
-    tie), or logs, trigonometry, casts, floor/ceil, axis moves."""
+    tie), logs, trigonometry, casts, floor/ceil, axis moves, or small-integer inputs."""
     check_case(*make_case(seed, dict(SIM, **{steps: 0.3})))
 
 
