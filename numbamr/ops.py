@@ -15,11 +15,13 @@ class Op(Enum):
     NEG = auto(); ABS = auto(); NOT = auto(); EXP = auto(); EXP2 = auto(); LOG = auto()
     LOG2 = auto(); SQRT = auto(); RSQRT = auto(); SIN = auto(); COS = auto(); TANH = auto()
     SIGMOID = auto(); ERF = auto(); ISNAN = auto(); RECIP = auto(); FLOOR = auto(); CEIL = auto()
-    LOG1P = auto(); EXPM1 = auto()
+    LOG1P = auto(); EXPM1 = auto(); SINH = auto(); COSH = auto(); TAN = auto(); ASIN = auto()
+    ACOS = auto(); ATAN = auto(); ASINH = auto(); ACOSH = auto(); ATANH = auto()
     CAST = auto()       # arg = target dtype (the node's dtype)
     # binary
     ADD = auto(); SUB = auto(); MUL = auto(); DIV = auto(); FLOORDIV = auto(); MOD = auto()
-    POW = auto(); MAX = auto(); MIN = auto()
+    POW = auto(); MAX = auto(); MIN = auto(); ATAN2 = auto(); HYPOT = auto(); FMOD = auto()
+    COPYSIGN = auto()
     LT = auto(); LE = auto(); GT = auto(); GE = auto(); EQ = auto(); NE = auto()
     AND = auto(); OR = auto(); XOR = auto()
     # ternary
@@ -46,8 +48,10 @@ class ReduceKind(Enum):
 
 UNARY = {Op.NEG, Op.ABS, Op.NOT, Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SQRT, Op.RSQRT, Op.SIN,
          Op.COS, Op.TANH, Op.SIGMOID, Op.ERF, Op.ISNAN, Op.RECIP, Op.FLOOR, Op.CEIL, Op.CAST,
-         Op.LOG1P, Op.EXPM1}
+         Op.LOG1P, Op.EXPM1, Op.SINH, Op.COSH, Op.TAN, Op.ASIN, Op.ACOS, Op.ATAN, Op.ASINH,
+         Op.ACOSH, Op.ATANH}
 BINARY = {Op.ADD, Op.SUB, Op.MUL, Op.DIV, Op.FLOORDIV, Op.MOD, Op.POW, Op.MAX, Op.MIN,
+          Op.ATAN2, Op.HYPOT, Op.FMOD, Op.COPYSIGN,
           Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR}
 TERNARY = {Op.WHERE}
 ALU = UNARY | BINARY | TERNARY
@@ -56,5 +60,6 @@ MOVEMENT = {Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SHRINK}
 LEAF = {Op.INPUT, Op.BUFFER, Op.CONST}
 # unary ops computed in floating point only (integers are cast first, as numpy does)
 FLOAT_ONLY = {Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TANH,
-              Op.SIGMOID, Op.ERF, Op.RECIP, Op.LOG1P, Op.EXPM1}
+              Op.SIGMOID, Op.ERF, Op.RECIP, Op.LOG1P, Op.EXPM1, Op.SINH, Op.COSH, Op.TAN,
+              Op.ASIN, Op.ACOS, Op.ATAN, Op.ASINH, Op.ACOSH, Op.ATANH}
 COMMUTATIVE = {Op.ADD, Op.MUL, Op.MAX, Op.MIN, Op.EQ, Op.NE, Op.AND, Op.OR, Op.XOR}

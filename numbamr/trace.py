@@ -143,6 +143,9 @@ class Tracer:
         _no_out(out, "argmax")
         return argmax(self, axis, keepdims=keepdims)
 
+    def copy(self, order="K"):
+        return self         # traced values are never written in place: a copy is the value
+
     def argmin(self, axis=None, out=None, keepdims=False):
         _no_out(out, "argmin")
         return argmin(self, axis, keepdims=keepdims)
@@ -581,6 +584,69 @@ def log10(x):
 # 1 + x rounds away (NumPy's are accurate there)
 log1p = _make_unary(Op.LOG1P, _float_rule, "log1p")
 expm1 = _make_unary(Op.EXPM1, _float_rule, "expm1")
+sinh = _make_unary(Op.SINH, _float_rule, "sinh")
+cosh = _make_unary(Op.COSH, _float_rule, "cosh")
+tan = _make_unary(Op.TAN, _float_rule, "tan")
+arcsin = _make_unary(Op.ASIN, _float_rule, "arcsin")
+arccos = _make_unary(Op.ACOS, _float_rule, "arccos")
+arctan = _make_unary(Op.ATAN, _float_rule, "arctan")
+arcsinh = _make_unary(Op.ASINH, _float_rule, "arcsinh")
+arccosh = _make_unary(Op.ACOSH, _float_rule, "arccosh")
+arctanh = _make_unary(Op.ATANH, _float_rule, "arctanh")
+arctan2 = _make_binary(Op.ATAN2, _float_rule, "arctan2")
+hypot = _make_binary(Op.HYPOT, _float_rule, "hypot")
+_float_fmod = _make_binary(Op.FMOD, _float_rule, "fmod")
+copysign = _make_binary(Op.COPYSIGN, _float_rule, "copysign")
+
+
+def fmod(a, b):
+    """The remainder with the dividend's sign (C's fmod); integers stay integers, and a
+    zero divisor gives 0, as NumPy gives them."""
+    a, b = _bool_as_int8(a), _bool_as_int8(b)
+    common = _result_type_of(a, b)
+    if common is None or not dtypes.is_int(common):
+        return _float_fmod(a, b)
+    r = remainder(a, b)             # the divisor's sign; 0 where b is 0
+    return where(logical_and(not_equal(r, 0), not_equal(less(r, 0), less(a, 0))),
+                 subtract(r, b), r)
+
+
+def trunc(x):
+    return where(less(x, 0), ceil(x), floor(x))
+
+
+def fmax(a, b):
+    """maximum that takes the other operand where one is NaN (NaN only where both are)."""
+    return where(isnan(b), a, where(isnan(a), b, maximum(a, b)))
+
+
+def fmin(a, b):
+    return where(isnan(b), a, where(isnan(a), b, minimum(a, b)))
+
+
+def _as_float(*values):
+    """``values`` in the float dtype a float-only ufunc computes them in (int8 -> float16,
+    int32 -> float64, as NumPy picks its loop)."""
+    common = _result_type_of(*values)
+    if common is None:
+        return values
+    f = dtypes.float_of(common)
+    return tuple(astype(v, f) if isinstance(v, Tracer) else v for v in values)
+
+
+def deg2rad(x):
+    (x,) = _as_float(x)
+    return multiply(x, float(np.pi / 180.0))
+
+
+def rad2deg(x):
+    (x,) = _as_float(x)
+    return multiply(x, float(180.0 / np.pi))
+
+
+def heaviside(x, h):
+    x, h = _as_float(x, h)
+    return where(isnan(x), x, where(less(x, 0), 0.0, where(greater(x, 0), 1.0, h)))
 
 
 def isinf(x):
@@ -972,6 +1038,15 @@ def logsumexp(x, axis=None, keepdims=False):
     return _finish(x.graph, astype(r, dt).node, axes, keepdims)
 
 
+def ptp(x, axis=None, keepdims=False):
+    """max - min (NumPy's peak to peak)."""
+    return subtract(amax(x, axis, keepdims=keepdims), amin(x, axis, keepdims=keepdims))
+
+
+def count_nonzero(x, axis=None, keepdims=False):
+    return sum_(not_equal(x, 0), axis, dtype=np.int64, keepdims=keepdims)
+
+
 def _arg_reduce(x, axis, keepdims, kind, name):
     x = _prepare(x, name)
     g = x.graph
@@ -1036,6 +1111,11 @@ UFUNCS = {
     np.logical_and: logical_and, np.logical_or: logical_or, np.logical_xor: logical_xor,
     np.logical_not: logical_not, np.bitwise_and: bitwise_and, np.bitwise_or: bitwise_or,
     np.bitwise_xor: bitwise_xor, np.invert: invert, np.logaddexp: logaddexp,
+    np.sinh: sinh, np.cosh: cosh, np.tan: tan, np.arcsin: arcsin, np.arccos: arccos,
+    np.arctan: arctan, np.arcsinh: arcsinh, np.arccosh: arccosh, np.arctanh: arctanh,
+    np.arctan2: arctan2, np.hypot: hypot, np.fmod: fmod, np.copysign: copysign,
+    np.trunc: trunc, np.fmax: fmax, np.fmin: fmin, np.deg2rad: deg2rad, np.radians: deg2rad,
+    np.rad2deg: rad2deg, np.degrees: rad2deg, np.heaviside: heaviside,
 }
 
 FUNCTIONS = {
@@ -1044,6 +1124,9 @@ FUNCTIONS = {
     np.any: any_, np.all: all_, np.where: where, np.clip: clip, np.reshape: reshape,
     np.transpose: transpose, np.swapaxes: swapaxes, np.moveaxis: moveaxis,
     np.expand_dims: expand_dims, np.squeeze: squeeze, np.broadcast_to: broadcast_to,
+    np.copy: lambda x, order="K", subok=False: x, np.ptp: lambda x, axis=None, out=None,
+    keepdims=False: ptp(x, axis, keepdims=keepdims), np.count_nonzero: lambda x, axis=None,
+    keepdims=False: count_nonzero(x, axis, keepdims=keepdims),
     np.ravel: lambda x, order="C": reshape(x, (-1,)),
     np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim, np.size: lambda x: x.size,
 }
@@ -1056,7 +1139,10 @@ _NUMPY_OF = {
     Op.GE: np.greater_equal, Op.EQ: np.equal, Op.NE: np.not_equal, Op.NEG: np.negative,
     Op.ABS: np.absolute, Op.EXP: np.exp, Op.LOG: np.log, Op.SQRT: np.sqrt, Op.SIN: np.sin,
     Op.COS: np.cos, Op.TANH: np.tanh, Op.FLOOR: np.floor, Op.CEIL: np.ceil,
-    Op.LOG1P: np.log1p, Op.EXPM1: np.expm1,
+    Op.LOG1P: np.log1p, Op.EXPM1: np.expm1, Op.SINH: np.sinh, Op.COSH: np.cosh, Op.TAN: np.tan,
+    Op.ASIN: np.arcsin, Op.ACOS: np.arccos, Op.ATAN: np.arctan, Op.ASINH: np.arcsinh,
+    Op.ACOSH: np.arccosh, Op.ATANH: np.arctanh, Op.ATAN2: np.arctan2, Op.HYPOT: np.hypot,
+    Op.FMOD: np.fmod, Op.COPYSIGN: np.copysign,
 }
 
 

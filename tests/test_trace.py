@@ -264,6 +264,66 @@ def test_a_float_sum_of_negative_zeros_is_positive_zero(n):
         assert np.array_equal(np.signbit(g), np.signbit(w)) and np.array_equal(g, w)
 
 
+MORE_UNARY = ["sinh", "cosh", "tan", "arcsin", "arccos", "arctan", "arcsinh", "arccosh",
+              "arctanh", "trunc", "deg2rad", "rad2deg", "radians", "degrees"]
+MORE_BINARY = ["arctan2", "hypot", "fmod", "copysign", "fmax", "fmin", "heaviside"]
+EDGE_A = [[np.nan, -0.0, 0.0, -2.5, 3.0, np.inf, -np.inf, 0.5],
+          [1e-3, -0.99, 0.99, 1.0, -1.0, 2.0, 30.0, -40.0]]
+EDGE_B = [[2.0, 0.0, -0.0, 2.0, -2.0, 3.0, np.nan, -1.0],
+          [np.inf, 0.5, -0.5, 0.0, 7.0, np.nan, 1.0, -3.0]]
+
+
+@pytest.mark.parametrize("name", MORE_UNARY + MORE_BINARY)
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.int8])
+def test_more_ufuncs_match_numpy_on_edge_values(name, dtype):
+    """NumPy's dtype, and its values within 4 ulps (NaN, infinities and zeros' signs as
+    NumPy's), on zeros, infinities, NaN, values near +-1 and beyond the domains; integer
+    inputs as NumPy promotes them (fmod of integers stays integer, 0 for a zero divisor)."""
+    fn = getattr(np, name)
+    unary = name in MORE_UNARY
+    ints = np.dtype(dtype).kind == "i"
+    with np.errstate(all="ignore"):
+        a = np.nan_to_num(np.array(EDGE_A) * 3, posinf=9, neginf=-9) if ints else np.array(EDGE_A)
+        b = np.nan_to_num(np.array(EDGE_B) * 2, posinf=5, neginf=-5) if ints else np.array(EDGE_B)
+        a, b = a.astype(dtype), b.astype(dtype)
+        want = fn(a) if unary else fn(a, b)
+    got = to_host(nm.jit((lambda p, q: fn(p)) if unary else (lambda p, q: fn(p, q)))(a, b))
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if want.dtype.kind != "f":
+        np.testing.assert_array_equal(got, want)
+        return
+    eps = float(np.finfo(want.dtype).eps)
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=4 * eps,
+                               atol=0)
+    zeros = (want == 0) & (name not in ("fmax", "fmin") or dtype != np.float16)
+    assert np.array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))
+
+
+def test_copy_ptp_and_count_nonzero_are_numpys():
+    x = np.array([[0.0, 2.0, -1.0], [3.0, 0.0, 0.0]], np.float32)
+    fns = [lambda p: p.copy() + np.copy(p), lambda p: np.ptp(p, axis=1),
+           lambda p: np.ptp(p, 0, keepdims=True), lambda p: np.count_nonzero(p, axis=1),
+           lambda p: np.count_nonzero(p), lambda p: np.count_nonzero(p > 0, axis=0, keepdims=True)]
+    for f in fns:
+        got, want = to_host(nm.jit(f)(x)), np.asarray(f(x))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.ptx
+def test_more_ufuncs_compile_for_sm90():
+    from test_ptx import compile_report, lower_for_gpu
+    x = np.ones((64, 256), np.float32)
+    fns = [getattr(np, n) for n in MORE_UNARY]
+    two = [getattr(np, n) for n in MORE_BINARY]
+    kernels = lower_for_gpu(nm.jit(lambda a, b: tuple(f(a) for f in fns) +
+                                   tuple(f(a, b) for f in two)), (x, x)).kernels
+    kernels += lower_for_gpu(nm.jit(lambda a, b: tuple(f(a, b) for f in two)),
+                             (x.astype(np.float64), x.astype(np.float64))).kernels
+    report = compile_report(kernels)
+    assert all(r["ok"] and r["spill_bytes"] == 0 for r in report), report
+
+
 @pytest.mark.ptx
 def test_log1p_and_expm1_compile_for_sm90():
     from test_ptx import compile_report, lower_for_gpu

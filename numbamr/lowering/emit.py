@@ -110,9 +110,13 @@ def _alu(op, dt, a, native=False):
     fmath = {Op.EXP: "math.exp", Op.LOG: "math.log", Op.LOG2: "math.log2",
              Op.SQRT: "math.sqrt", Op.SIN: "math.sin", Op.COS: "math.cos",
              Op.TANH: "math.tanh", Op.ERF: "math.erf", Op.LOG1P: "math.log1p",
-             Op.EXPM1: "math.expm1"}
+             Op.EXPM1: "math.expm1", Op.SINH: "math.sinh", Op.COSH: "math.cosh",
+             Op.TAN: "math.tan", Op.ASIN: "math.asin", Op.ACOS: "math.acos",
+             Op.ATAN: "math.atan", Op.ASINH: "math.asinh", Op.ACOSH: "math.acosh",
+             Op.ATANH: "math.atanh", Op.ATAN2: "math.atan2", Op.HYPOT: "math.hypot",
+             Op.FMOD: "math.fmod", Op.COPYSIGN: "math.copysign"}
     if op in fmath:
-        return f"{fmath[op]}({x})"
+        return f"{fmath[op]}({', '.join(a)})"
     if op is Op.EXP2:
         return f"{dtype_name(dt)}(2.0) ** {x}"
     if op is Op.RSQRT:

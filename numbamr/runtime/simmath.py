@@ -17,6 +17,8 @@ shared_lock = threading.Lock()
 exp, log, log2, sqrt = np.exp, np.log, np.log2, np.sqrt
 sin, cos, tanh = np.sin, np.cos, np.tanh
 log1p, expm1 = np.log1p, np.expm1
+sinh, cosh, tan, asin, acos, atan = np.sinh, np.cosh, np.tan, np.arcsin, np.arccos, np.arctan
+asinh, acosh, atanh, atan2, hypot = np.arcsinh, np.arccosh, np.arctanh, np.arctan2, np.hypot
 floor, ceil, fmod, copysign = np.floor, np.ceil, np.fmod, np.copysign
 inf, nan = _math.inf, _math.nan
 
