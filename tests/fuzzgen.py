@@ -489,12 +489,18 @@ class _Builder:
                    f"np.sin({n})", f"np.cos({n})", f"np.reciprocal(np.abs({n}) + 0.5)",
                    f"np.clip({n}, -0.5, {_fmt(r.uniform(0, 1))})",
                    f"{n}.astype(np.float64)", f"{n}.astype(np.float16)",
-                   f"np.logaddexp({n}, np.tanh({n}))"]
+                   f"np.logaddexp({n}, np.tanh({n}))", f"np.arctan({n})", f"np.arcsinh({n})",
+                   f"np.sinh(np.tanh({n}))", f"np.cosh(np.tanh({n}))", f"np.tan(np.tanh({n}))",
+                   f"np.arcsin(0.9 * np.tanh({n}))", f"np.arccos(0.9 * np.tanh({n}))",
+                   f"np.arctanh(0.9 * np.tanh({n}))", f"np.arccosh(np.abs({n}) + 1.5)",
+                   f"np.arctan2({n}, 1.0 + {n} * {n})", f"np.hypot({n}, 0.5)",
+                   f"np.copysign({n}, -1.0)", f"np.fmax({n}, 0.25)", f"np.fmin({n}, -0.25)",
+                   f"np.deg2rad({n})"]
         if vals.size and np.abs(vals).min() > 1e-3 * (1 + np.abs(vals).max()):
             choices.append(f"np.sign({n}) * {n}")
         frac = np.abs(vals - np.round(vals))
         if vals.size and frac.min() > 1e-3 * (1 + np.abs(vals).max()):
-            choices += [f"np.floor({n})", f"np.ceil({n})"]
+            choices += [f"np.floor({n})", f"np.ceil({n})", f"np.trunc({n})"]
         if a.ndim >= 2:
             i, j = r.sample(range(a.ndim), 2)
             choices += [f"np.swapaxes({n}, {i}, {j})", f"np.moveaxis({n}, {i}, {j})"]
