@@ -1001,6 +1001,53 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     return _finish(x.graph, cast_node(x.graph, astype(m, res_dt).node, res_dt), axes, keepdims)
 
 
+def _nan_to(x, value):
+    """``x`` with its NaNs replaced by ``value`` (integers and bools have none)."""
+    return where(isnan(x), value, x) if dtypes.is_float(x.dtype) else x
+
+
+def nansum(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    _no_out(out, "nansum")
+    _no_kw(kw, "nansum")
+    x = _prepare(x, "nansum")
+    return sum_(_nan_to(x, 0), axis, dtype, keepdims=keepdims)
+
+
+def _nan_minmax(x, axis, keepdims, name, fill, reduce):
+    """NaN only where every value along the axes is NaN (NumPy warns there)."""
+    x = _prepare(x, name)
+    if not dtypes.is_float(x.dtype):
+        return reduce(x, axis, keepdims=keepdims)
+    r = reduce(_nan_to(x, fill), axis, keepdims=keepdims)
+    return where(all_(isnan(x), axis, keepdims=keepdims), np.nan, r)
+
+
+def nanmax(x, axis=None, out=None, keepdims=False, **kw):
+    _no_out(out, "nanmax")
+    _no_kw(kw, "nanmax")
+    return _nan_minmax(x, axis, keepdims, "nanmax", -np.inf, amax)
+
+
+def nanmin(x, axis=None, out=None, keepdims=False, **kw):
+    _no_out(out, "nanmin")
+    _no_kw(kw, "nanmin")
+    return _nan_minmax(x, axis, keepdims, "nanmin", np.inf, amin)
+
+
+def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    """The mean of the values that are not NaN (NaN where there are none)."""
+    _no_out(out, "nanmean")
+    _no_kw(kw, "nanmean")
+    x = _prepare(x, "nanmean")
+    if not dtypes.is_float(x.dtype):
+        return mean(x, axis, dtype, keepdims=keepdims)
+    res_dt = _mean_dtype(x, dtype)
+    acc_dt = dtypes.compute_dtype(res_dt)
+    total = sum_(_nan_to(astype(x, acc_dt), 0), axis, keepdims=keepdims)
+    count = sum_(logical_not(isnan(x)), axis, keepdims=keepdims)
+    return astype(true_divide(total, astype(count, acc_dt)), res_dt)
+
+
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     _no_out(out, "var")
     _no_kw(kw, "var")
@@ -1124,6 +1171,7 @@ FUNCTIONS = {
     np.any: any_, np.all: all_, np.where: where, np.clip: clip, np.reshape: reshape,
     np.transpose: transpose, np.swapaxes: swapaxes, np.moveaxis: moveaxis,
     np.expand_dims: expand_dims, np.squeeze: squeeze, np.broadcast_to: broadcast_to,
+    np.nansum: nansum, np.nanmax: nanmax, np.nanmin: nanmin, np.nanmean: nanmean,
     np.copy: lambda x, order="K", subok=False: x, np.ptp: lambda x, axis=None, out=None,
     keepdims=False: ptp(x, axis, keepdims=keepdims), np.count_nonzero: lambda x, axis=None,
     keepdims=False: count_nonzero(x, axis, keepdims=keepdims),

@@ -6,6 +6,7 @@ CPU simulator when there is no GPU.
 """
 import math
 import time
+import warnings
 
 import numpy as np
 import pytest
@@ -308,6 +309,24 @@ def test_copy_ptp_and_count_nonzero_are_numpys():
         got, want = to_host(nm.jit(f)(x)), np.asarray(f(x))
         assert got.dtype == want.dtype and got.shape == want.shape
         np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("name", ["nansum", "nanmax", "nanmin", "nanmean"])
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.int32, np.bool_])
+def test_nan_reductions_are_numpys(name, dtype):
+    """NaNs skipped; a row of only NaN gives NaN (max, min, mean) or 0 (sum); NumPy's dtype
+    for each input dtype."""
+    x = np.array([[np.nan, 1.0, -2.0, np.inf], [np.nan] * 4, [1.0, 2.0, 3.0, 4.0]])
+    a = x.astype(dtype) if np.dtype(dtype).kind == "f" else \
+        np.nan_to_num(x, nan=0, posinf=9).astype(dtype)
+    fn = getattr(np, name)
+    for kw in ({"axis": 1}, {"axis": 0, "keepdims": True}, {}):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            want = np.asarray(fn(a, **kw))
+        got = to_host(nm.jit(lambda p: fn(p, **kw))(a))
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64), rtol=1e-6)
 
 
 @pytest.mark.ptx
