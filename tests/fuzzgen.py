@@ -191,7 +191,9 @@ class _Builder:
             self.inputs.append(a)
             self.input_names.append(name)
             self.input_views.append((base, view) if view else None)
-            v = _Var(name, a.astype(np.float64), kind="input")
+            # integers keep their dtype, so that the values the generator judges wrap and
+            # promote as NumPy's (uint8 - uint64 wraps to about 1.8e19: simulator seed 935509)
+            v = _Var(name, a if a.dtype.kind in "iu" else a.astype(np.float64), kind="input")
             self.vars.append(v)
             self.env[name] = v.val
 
