@@ -71,6 +71,10 @@ GPU = dict(
 PTX = dict(GPU, steps=(1, 3), max_elems=1 << 20, half=0.1)
 
 PROFILES = {"sim": SIM, "gpu": GPU, "ptx": PTX}
+# Optional profile keys, 0 unless given (tests/fuzz_gpu.py --arg-reductions, --extras, --ints),
+# each drawn from a random stream of its own so that a profile without them keeps its
+# programs: "arg_reductions" (share of steps that are an argmax/argmin), "extras" (share of
+# steps drawn from _Builder._extra), "ints" (share of inputs that are small integers).
 
 FLOAT_FORMAT = "{:.4g}"
 
