@@ -42,6 +42,7 @@ def _simulated_threads(nm, fn, inputs, options):
 
 
 def main(argv=None):
+    import fuzzgen
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--count", type=int, default=2000, help="programs to run (default 2000)")
     ap.add_argument("--start", type=int, default=0, help="first seed (default 0)")
@@ -59,15 +60,7 @@ def main(argv=None):
     ap.add_argument("--time-limit", type=float, default=0,
                     help="stop starting new programs after this many seconds and report "
                          "the ones run (default: no limit)")
-    ap.add_argument("--arg-reductions", type=float, default=0.0,
-                    help="share of steps that are an argmax or argmin (default 0: the "
-                         "programs of the fixed seeds)")
-    ap.add_argument("--extras", type=float, default=0.0,
-                    help="share of steps that use the ufuncs, casts and axis moves the "
-                         "others leave out (default 0)")
-    ap.add_argument("--ints", type=float, default=0.0,
-                    help="share of inputs that are small integers (int8, uint8, int32, "
-                         "int64; default 0)")
+    fuzzgen.add_stream_options(ap)
     ap.add_argument("--stop-after", type=int, default=0,
                     help="stop after this many failures (default: run all)")
     ap.add_argument("--jobs", type=int, default=1,
@@ -79,7 +72,6 @@ def main(argv=None):
         return _run_jobs(args, argv if argv is not None else sys.argv[1:])
 
     import numbamr as nm
-    import fuzzgen
 
     profile = dict(fuzzgen.SIM if args.sim_small else fuzzgen.GPU)
     if args.max_size:
@@ -88,9 +80,7 @@ def main(argv=None):
         profile["long_rows"] = 0.0
     if args.rtol:
         profile["rtol"] = args.rtol
-    profile["arg_reductions"] = args.arg_reductions
-    profile["extras"] = args.extras
-    profile["ints"] = args.ints
+    profile = fuzzgen.with_streams(profile, args)
 
     xp = None
     if not args.numpy and not conftest.SIMULATOR:

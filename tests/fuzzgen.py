@@ -71,10 +71,26 @@ GPU = dict(
 PTX = dict(GPU, steps=(1, 3), max_elems=1 << 20, half=0.1)
 
 PROFILES = {"sim": SIM, "gpu": GPU, "ptx": PTX}
-# Optional profile keys, 0 unless given (tests/fuzz_gpu.py --arg-reductions, --extras, --ints),
-# each drawn from a random stream of its own so that a profile without them keeps its
-# programs: "arg_reductions" (share of steps that are an argmax/argmin), "extras" (share of
-# steps drawn from _Builder._extra), "ints" (share of inputs that are small integers).
+# Optional profile keys, 0 unless given, each drawn from a random stream of its own so that a
+# profile without them keeps its programs (command-line options: add_stream_options)
+STREAMS = {
+    "arg_reductions": "share of steps that are an argmax or argmin",
+    "extras": "share of steps that use the ufuncs, casts and axis moves the others leave out",
+    "ints": "share of inputs that are small integers (int8, uint8, int32, int64)",
+}
+
+
+def add_stream_options(parser):
+    """--arg-reductions, --extras, --ints (see STREAMS) on an argparse parser."""
+    for key, text in STREAMS.items():
+        parser.add_argument("--" + key.replace("_", "-"), type=float, default=0.0,
+                            help=text + " (default 0: the programs of the fixed seeds)")
+
+
+def with_streams(profile, args):
+    """``profile`` with the stream shares parsed by add_stream_options."""
+    return dict(profile, **{key: getattr(args, key) for key in STREAMS})
+
 
 FLOAT_FORMAT = "{:.4g}"
 
@@ -136,7 +152,7 @@ class _Builder:
         self.counter = 0
         self.max_elems = profile["max_elems"]
         self.steps = profile.get("steps", (2, 7))
-        # a stream of its own: a profile without arg reductions keeps its programs
+        # the step streams' own draws (see STREAMS): a profile without them keeps its programs
         self.arg_r = random.Random(f"{seed}-arg")
 
     # ---- shapes and inputs ------------------------------------------------------------------
@@ -1312,16 +1328,10 @@ def _main(argv=None):
     ap.add_argument("seed", type=int)
     ap.add_argument("--profile", default="sim")
     ap.add_argument("--minimize", action="store_true", help="shrink it while it fails")
-    ap.add_argument("--arg-reductions", type=float, default=0.0,
-                    help="as tests/fuzz_gpu.py was given it")
-    ap.add_argument("--extras", type=float, default=0.0,
-                    help="as tests/fuzz_gpu.py was given it")
-    ap.add_argument("--ints", type=float, default=0.0,
-                    help="as tests/fuzz_gpu.py was given it")
+    add_stream_options(ap)
     args = ap.parse_args(argv)
-    profile = dict(PROFILES[args.profile], arg_reductions=args.arg_reductions,
-                   extras=args.extras, ints=args.ints)
-    source, fn, inputs, options = make_case(args.seed, profile)
+    source, fn, inputs, options = make_case(args.seed, with_streams(PROFILES[args.profile],
+                                                                    args))
     print(source)
     why = failure(source, inputs, options)
     print("numbamr:", why or "matches NumPy")
