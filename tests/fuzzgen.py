@@ -811,7 +811,7 @@ def _statements(source):
     return params, body
 
 
-def _perturbed_run(source, inputs, eps, rng, mean_ulps=0.0, half=None):
+def _perturbed_run(source, inputs, eps, rng, mean_ulps=0.0, half=None, halves=None):
     """The program on float64 copies of the inputs, every use of every value (input or
     intermediate) perturbed by an independent relative ``eps``: what rounding each value
     differently in each kernel that recomputes it can do to the outputs. With ``half``, only
@@ -820,12 +820,13 @@ def _perturbed_run(source, inputs, eps, rng, mean_ulps=0.0, half=None):
     numbamr's differ where one computes a float16 value in float16 and the other in float32).
     A function that NumPy computes in float16 for bools or small integers
     (``np.tanh(x > 0)``) is computed in float64, as numbamr computes float16 values in
-    float32."""
+    float32. ``halves``: the float16 intermediates' names, where the caller has them."""
     import re
     params, body = _statements(source)
     env = {p: np.asarray(a, dtype=np.float64) if np.asarray(a).dtype.kind == "f" else a
            for p, a in zip(params, inputs)}
-    halves = _float16_values(params, body, inputs) if half else set()
+    if halves is None:
+        halves = _float16_values(params, body, inputs) if half else set()
     numpy = _PerturbedNumpy(mean_ulps, rng)
     for name, expr in body:
         used = {n: _perturbed(v, eps, rng)
@@ -976,13 +977,19 @@ def _moved_by_float16(fn, source, inputs, refs, trials, rng):
     moved = [0.0] * len(refs)
     if source is None:
         return moved
+    try:        # found once for all trials; none, and no run would move anything
+        halves = _float16_values(*_statements(source), inputs)
+    except Exception:
+        halves = None       # each run fails the same way, as _moved handles
+    if halves is not None and not halves:
+        return moved
     for _ in range(trials):
-        d, _ = _moved(fn, source, inputs, refs, 0.0, rng, half=eps16)
+        d, _ = _moved(fn, source, inputs, refs, 0.0, rng, half=eps16, halves=halves)
         moved = [max(a, b) for a, b in zip(moved, d)]
     return moved
 
 
-def _moved(fn, source, inputs, refs, eps, rng, mean_ulps=0.0, half=None):
+def _moved(fn, source, inputs, refs, eps, rng, mean_ulps=0.0, half=None, halves=None):
     """(per output, how far it moves when every use of every value is perturbed by a relative
     ``eps``; the source to use next time). A program not written one statement per line has
     only its inputs perturbed, and None comes back for its source, so it is not parsed again."""
@@ -990,7 +997,7 @@ def _moved(fn, source, inputs, refs, eps, rng, mean_ulps=0.0, half=None):
     out = None
     if source is not None:
         try:
-            out = _perturbed_run(source, inputs, eps, rng, mean_ulps, half)
+            out = _perturbed_run(source, inputs, eps, rng, mean_ulps, half, halves)
         except Exception:
             source = None
     if out is None:
