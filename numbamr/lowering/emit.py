@@ -71,6 +71,17 @@ def _nan_minmax(op_max, dt, a, b, native):
     return f"select(({a} {cmp} {b}) | ({a} != {a}), {a}, {b})"
 
 
+# ops that are one function of the target's ``math`` (numba's on the GPU, runtime.simmath in
+# the simulator), on all their operands
+MATH_FUNCTIONS = {
+    Op.EXP: "exp", Op.LOG: "log", Op.LOG2: "log2", Op.SQRT: "sqrt", Op.SIN: "sin",
+    Op.COS: "cos", Op.TANH: "tanh", Op.ERF: "erf", Op.LOG1P: "log1p", Op.EXPM1: "expm1",
+    Op.SINH: "sinh", Op.COSH: "cosh", Op.TAN: "tan", Op.ASIN: "asin", Op.ACOS: "acos",
+    Op.ATAN: "atan", Op.ASINH: "asinh", Op.ACOSH: "acosh", Op.ATANH: "atanh",
+    Op.ATAN2: "atan2", Op.HYPOT: "hypot", Op.FMOD: "fmod", Op.COPYSIGN: "copysign",
+}
+
+
 def _alu(op, dt, a, native=False):
     """Source text of an ALU op on operand texts ``a`` with result dtype ``dt`` (``native``:
     see _nan_minmax)."""
@@ -107,16 +118,8 @@ def _alu(op, dt, a, native=False):
         return _cast_text(f"{a[0]} % {a[1]} if {a[1]} != 0 else 0", dt)
     if op is Op.POW:
         return _cast_text(f"{a[0]} ** {a[1]}", dt)
-    fmath = {Op.EXP: "math.exp", Op.LOG: "math.log", Op.LOG2: "math.log2",
-             Op.SQRT: "math.sqrt", Op.SIN: "math.sin", Op.COS: "math.cos",
-             Op.TANH: "math.tanh", Op.ERF: "math.erf", Op.LOG1P: "math.log1p",
-             Op.EXPM1: "math.expm1", Op.SINH: "math.sinh", Op.COSH: "math.cosh",
-             Op.TAN: "math.tan", Op.ASIN: "math.asin", Op.ACOS: "math.acos",
-             Op.ATAN: "math.atan", Op.ASINH: "math.asinh", Op.ACOSH: "math.acosh",
-             Op.ATANH: "math.atanh", Op.ATAN2: "math.atan2", Op.HYPOT: "math.hypot",
-             Op.FMOD: "math.fmod", Op.COPYSIGN: "math.copysign"}
-    if op in fmath:
-        return f"{fmath[op]}({', '.join(a)})"
+    if op in MATH_FUNCTIONS:
+        return f"math.{MATH_FUNCTIONS[op]}({', '.join(a)})"
     if op is Op.EXP2:
         return f"{dtype_name(dt)}(2.0) ** {x}"
     if op is Op.RSQRT:
