@@ -615,13 +615,17 @@ def trunc(x):
     return where(less(x, 0), ceil(x), floor(x))
 
 
-def fmax(a, b):
-    """maximum that takes the other operand where one is NaN (NaN only where both are)."""
-    return where(isnan(b), a, where(isnan(a), b, maximum(a, b)))
+def _skipping_nan(pick, name):
+    """``pick`` (maximum or minimum) taking the other operand where one is NaN (NaN only
+    where both are): np.fmax, np.fmin."""
+    def fn(a, b):
+        return where(isnan(b), a, where(isnan(a), b, pick(a, b)))
+    fn.__name__ = name
+    return fn
 
 
-def fmin(a, b):
-    return where(isnan(b), a, where(isnan(a), b, minimum(a, b)))
+fmax = _skipping_nan(maximum, "fmax")
+fmin = _skipping_nan(minimum, "fmin")
 
 
 def _as_float(*values):
