@@ -57,6 +57,11 @@ def root_of_distance_to_column_min(x):
     return np.sqrt(t - t.min(axis=0, keepdims=True)).max()
 
 
+def assert_each_reduction_in_one_kernel(kernels):
+    per_kernel = [{id(r.node) for r in k.kernel.reduces} for k in kernels]
+    assert sum(map(len, per_kernel)) == len(set().union(*per_kernel))
+
+
 @pytest.mark.parametrize("shape,dtype", [((16, 256), np.float64), ((64, 512), np.float32)])
 def test_each_reduction_is_computed_by_one_kernel(shape, dtype):
     """The product over the whole array is needed by the column-minimum kernel and by the
@@ -68,8 +73,7 @@ def test_each_reduction_is_computed_by_one_kernel(shape, dtype):
     x = np.random.default_rng(7).standard_normal(shape).astype(dtype)
     fn = nm.jit(root_of_distance_to_column_min)
     for kernels in (fn.lower(x).kernels, lower_for_gpu(fn, (x,)).kernels):
-        per_kernel = [{id(r.node) for r in k.kernel.reduces} for k in kernels]
-        assert sum(map(len, per_kernel)) == len(set().union(*per_kernel))
+        assert_each_reduction_in_one_kernel(kernels)
     prog = Program(root_of_distance_to_column_min.__name__, root_of_distance_to_column_min,
                    None)
     run_and_check(prog, (x,), expect_kernels=len(fn.lower(x).kernels))
@@ -89,8 +93,7 @@ def test_a_shared_reduction_is_stored_by_the_first_kernel_that_computes_it(shape
     x = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
     fn = nm.jit(min_with_its_odd_columns)
     for kernels in (fn.lower(x).kernels, lower_for_gpu(fn, (x,)).kernels):
-        per_kernel = [{id(r.node) for r in k.kernel.reduces} for k in kernels]
-        assert sum(map(len, per_kernel)) == len(set().union(*per_kernel))
+        assert_each_reduction_in_one_kernel(kernels)
         assert len(kernels) == 2 and ("tmp", "t0") in kernels[0].targets
     prog = Program(min_with_its_odd_columns.__name__, min_with_its_odd_columns, None)
     run_and_check(prog, (x,), expect_kernels=2)
