@@ -1089,12 +1089,13 @@ def logsumexp(x, axis=None, keepdims=False):
     return _finish(x.graph, astype(r, dt).node, axes, keepdims)
 
 
-def ptp(x, axis=None, keepdims=False):
+def ptp(x, axis=None, out=None, keepdims=False):
     """max - min (NumPy's peak to peak)."""
+    _no_out(out, "ptp")
     return subtract(amax(x, axis, keepdims=keepdims), amin(x, axis, keepdims=keepdims))
 
 
-def count_nonzero(x, axis=None, keepdims=False):
+def count_nonzero(x, axis=None, *, keepdims=False):
     return sum_(not_equal(x, 0), axis, dtype=np.int64, keepdims=keepdims)
 
 
@@ -1176,9 +1177,7 @@ FUNCTIONS = {
     np.transpose: transpose, np.swapaxes: swapaxes, np.moveaxis: moveaxis,
     np.expand_dims: expand_dims, np.squeeze: squeeze, np.broadcast_to: broadcast_to,
     np.nansum: nansum, np.nanmax: nanmax, np.nanmin: nanmin, np.nanmean: nanmean,
-    np.copy: lambda x, order="K", subok=False: x, np.ptp: lambda x, axis=None, out=None,
-    keepdims=False: ptp(x, axis, keepdims=keepdims), np.count_nonzero: lambda x, axis=None,
-    keepdims=False: count_nonzero(x, axis, keepdims=keepdims),
+    np.copy: lambda x, order="K", subok=False: x, np.ptp: ptp, np.count_nonzero: count_nonzero,
     np.ravel: lambda x, order="C": reshape(x, (-1,)),
     np.shape: lambda x: x.shape, np.ndim: lambda x: x.ndim, np.size: lambda x: x.size,
 }

@@ -55,6 +55,7 @@ TRACE_CASES = [
     ("ufunc_out", lambda x: np.exp(x, out=x), nm.TraceError, r"out="),  # at:ufunc_out
     ("sum_out", lambda x: x.sum(axis=1, out=x[:, 0]), nm.TraceError, r"out="),  # at:sum_out
     ("where_1arg", lambda x: np.where(x > 0), nm.TraceError, r"np\.where"),  # at:where_1arg
+    ("ptp_out", lambda x: np.ptp(x, axis=1, out=x[:, 0]), nm.TraceError, r"out="),  # at:ptp_out
     ("unsupported_ufunc", lambda x: np.nextafter(x, x), nm.TraceError,  # at:unsupported_ufunc
      r"np\.nextafter\b"),
     # matmul
