@@ -38,6 +38,16 @@ def _cast_text(text, to_dt, from_dt=None):
     return f"{dtype_name(to_dt)}({text})"
 
 
+def _shuffle_dtype(dt):
+    """The dtype ``dt`` crosses a warp shuffle in: numba shuffles only int32, int64, float32
+    and float64, so unsigned integers go as the signed integer of their width (numba's casts
+    between them keep the bits) and narrower values as shared memory holds them."""
+    xdt = _xdt(dt)
+    if xdt.kind == "u":
+        return np.dtype(f"int{8 * xdt.itemsize}")
+    return np.dtype(np.float32) if xdt == np.float16 else xdt
+
+
 def _to_float32_for_bfloat16(text, from_dt):
     """``text`` as a float32 that rounds to the bfloat16 nearest its value: float64 (and
     integers, through float64 as ml_dtypes casts them) rounded to odd, so the one rounding to
@@ -454,7 +464,7 @@ class Emitter:
     def op_shfl(self, ins):
         off, rid = ins.arg
         src, dt = ins.srcs[0], np.dtype(ins.dtype)
-        xdt = _xdt(dt)
+        xdt = _shuffle_dtype(dt) if self.target == "cuda" else _xdt(dt)
         sent = src if xdt == dt else _cast_text(src, xdt)
         if self.target == "cuda":
             got = f"cuda.shfl_xor_sync({FULL_MASK}, {sent}, {off})"
