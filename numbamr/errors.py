@@ -47,6 +47,10 @@ class FusionError(NumbamrError):
         self.node = node
 
 
+class VerifyError(NumbamrError, AssertionError):
+    """A stage produced an ill-formed graph or program (a bug in numbamr)."""
+
+
 class CompileError(NumbamrError):
     """numba failed on emitted source; the message names the saved source file."""
 

@@ -5,7 +5,10 @@ Equal subexpressions are one object: ``Graph.node`` returns the existing node wh
 """
 import numpy as np
 
-from .ops import Op, ReduceKind, MOVEMENT
+from . import dtypes
+from .errors import VerifyError
+from .ops import (Op, ReduceKind, UNARY, BINARY, TERNARY, ALU, COMPARE, MOVEMENT, LEAF,
+                  FLOAT_ONLY)
 
 
 class Node:
@@ -77,6 +80,72 @@ def toposort(roots):
     return order
 
 
+# ---- verifier: the invariants the scheduler and the lowering rely on -------------------
+ARITY = {**{op: 0 for op in LEAF}, **{op: 1 for op in UNARY | MOVEMENT | {Op.REDUCE}},
+         **{op: 2 for op in BINARY}, **{op: 3 for op in TERNARY}}
+ARG_KINDS = (ReduceKind.ARGMAX, ReduceKind.ARGMIN)
+
+
+def _reduce_problem(n):
+    kind, axes = n.arg
+    src = n.srcs[0]
+    if not all(0 <= a < src.ndim for a in axes) or list(axes) != sorted(set(axes)):
+        return f"axes {axes} are not sorted distinct axes of {list(src.shape)}"
+    if n.shape != tuple(1 if i in axes else s for i, s in enumerate(src.shape)):
+        return f"shape {list(n.shape)} is not {list(src.shape)} with axes {axes} kept as 1"
+    want = np.dtype(np.int64) if kind in ARG_KINDS else src.dtype
+    if n.dtype != want:
+        return f"a {kind.value} reduction of dtype {n.dtype}, not {want}"
+    return None
+
+
+def _movement_problem(n):
+    src = n.srcs[0]
+    if n.op is Op.RESHAPE and n.size != src.size:
+        return f"reshapes {src.size} elements into {n.size}"
+    if n.op is Op.PERMUTE and (sorted(n.arg) != list(range(src.ndim)) or
+                               n.shape != tuple(src.shape[p] for p in n.arg)):
+        return f"permutation {n.arg} of {list(src.shape)} is not shape {list(n.shape)}"
+    if n.op is Op.EXPAND and (src.ndim != n.ndim or
+                              any(a not in (1, b) for a, b in zip(src.shape, n.shape))):
+        return f"expands {list(src.shape)} to {list(n.shape)}"
+    if n.op is Op.SHRINK and (src.ndim != n.ndim or
+                              any(a > b for a, b in zip(n.shape, src.shape))):
+        return f"shrinks {list(src.shape)} to {list(n.shape)}"
+    return None
+
+
+def _problem(n):
+    """What is wrong with node ``n`` given its sources (None when nothing is)."""
+    if n.op not in ARITY:
+        return "the op of a lowered value, not of a graph"
+    if len(n.srcs) != ARITY[n.op]:
+        return f"{len(n.srcs)} sources, {n.op.name} takes {ARITY[n.op]}"
+    if n.op in ALU and any(s.shape != n.shape for s in n.srcs):
+        return f"sources of shapes {[list(s.shape) for s in n.srcs]}, not {list(n.shape)}"
+    if n.op in COMPARE and n.dtype.kind != "b":
+        return f"a comparison of dtype {n.dtype}"
+    if n.op in FLOAT_ONLY and not dtypes.is_float(n.dtype):
+        return f"computed in floating point, but of dtype {n.dtype}"
+    if n.op is Op.WHERE and n.srcs[0].dtype.kind != "b":
+        return f"a condition of dtype {n.srcs[0].dtype}"
+    if n.op is Op.REDUCE:
+        return _reduce_problem(n)
+    if n.op in MOVEMENT:
+        return _movement_problem(n)
+    return None
+
+
+def verify_graph(outputs):
+    """Raise VerifyError at the first node of the DAG that breaks an invariant of its op
+    family (sources, shapes, dtypes); return ``outputs``."""
+    for n in toposort(outputs):
+        why = _problem(n)
+        if why is not None:
+            raise VerifyError(f"graph node {n!r}: {why}", n.loc)
+    return outputs
+
+
 def format_arg(node):
     a = node.arg
     if node.op is Op.REDUCE:
@@ -104,4 +173,4 @@ def format_graph(outputs):
     return "\n".join(lines)
 
 
-__all__ = ["Node", "Graph", "toposort", "format_graph", "Op", "ReduceKind"]
+__all__ = ["Node", "Graph", "toposort", "verify_graph", "format_graph", "Op", "ReduceKind"]

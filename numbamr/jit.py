@@ -11,7 +11,7 @@ import threading
 
 from . import dtypes, settings, tune
 from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc
-from .graph import format_graph
+from .graph import format_graph, verify_graph
 from .lowering import lower_built, split_into_cluster, KernelOptions
 from .runtime import arrays
 from .runtime.launch import prepare_leaves, run, make_launchers, FastPath, fast_key
@@ -130,6 +130,7 @@ class JitFunction:
         specs = [("array", (leaf.array.shape, leaf.array.dtype)) if leaf.array is not None
                  else ("static", leaf.value) for leaf in leaves]
         graph, outputs, structure = trace(lambda vals: self._rebuild(bound, vals), specs)
+        verify_graph(outputs)
         layouts = {i: (leaf.array.strides, leaf.array.offset) for i, leaf in enumerate(leaves)
                    if leaf.array is not None}
         aligned = {("in", i) for i, leaf in enumerate(leaves) if leaf.array is not None and

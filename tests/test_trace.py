@@ -12,6 +12,8 @@ import numpy as np
 import pytest
 
 import numbamr as nm
+from numbamr.errors import VerifyError
+from numbamr.ops import Op, ReduceKind
 from helpers import check_outputs, to_float64, to_host
 
 
@@ -668,6 +670,45 @@ def doubling(x):
     for _ in range(24):
         a = a + a
     return a.sum()
+
+
+def _graph_of_softmax():
+    from numbamr.trace import trace
+    return trace(lambda v: [np.exp(v[0] - v[0].max(axis=1, keepdims=True))],
+                 [("array", ((4, 8), np.dtype(np.float32)))])
+
+
+def test_every_traced_catalogue_graph_passes_the_graph_verifier():
+    from numbamr.graph import verify_graph
+    from numbamr.trace import trace
+    from programs import PROGRAMS
+    rng = np.random.default_rng(35)
+    for p in PROGRAMS:
+        inputs = p.make(rng, 6, 40)
+        specs = [("array", (a.shape, a.dtype)) for a in inputs]
+        _, outputs, _ = trace(lambda v: p.fn(*v), specs)
+        assert verify_graph(outputs) is outputs
+
+
+@pytest.mark.parametrize("break_it, why", [
+    (lambda g, n: g.node(Op.ADD, n.dtype, n.shape, (n,)), "1 sources, ADD takes 2"),
+    (lambda g, n: g.node(Op.EXP, np.int32, n.shape, (n,)), "floating point"),
+    (lambda g, n: g.node(Op.LT, n.dtype, n.shape, (n, n)), "comparison of dtype"),
+    (lambda g, n: g.node(Op.MUL, n.dtype, (4, 1), (n, n)), "sources of shapes"),
+    (lambda g, n: g.node(Op.RESHAPE, n.dtype, (3, 8), (n,), (3, 8)), "reshapes 32"),
+    (lambda g, n: g.node(Op.REDUCE, n.dtype, (4, 8), (n,),
+                         (ReduceKind.SUM, (1,))), "kept as 1"),
+    (lambda g, n: g.node(Op.REDUCE, n.dtype, (4, 1), (n,),
+                         (ReduceKind.ARGMAX, (1,))), "not int64"),
+    (lambda g, n: g.node(Op.LOAD, n.dtype, n.shape, ()), "lowered value"),
+], ids=["arity", "float-only", "compare", "shapes", "reshape", "reduce-shape", "arg-dtype",
+        "lowered-op"])
+def test_graph_verifier_names_what_is_wrong(break_it, why):
+    from numbamr.graph import verify_graph
+    graph, (out,), _ = _graph_of_softmax()
+    verify_graph([out])
+    with pytest.raises(VerifyError, match=why):
+        verify_graph([break_it(graph, out)])
 
 
 def test_hash_consing_doubling_trap_is_fast():

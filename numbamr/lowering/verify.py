@@ -7,15 +7,14 @@
 """
 import re
 
-from ..errors import NumbamrError
+from ..errors import VerifyError
 
 _OPEN = {"IF": "ENDIF", "LOOP": "ENDLOOP"}
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 _LITERALS = {"True", "False"}
 
 
-class VerifyError(NumbamrError, AssertionError):
-    """A lowering stage produced an ill-formed program (a bug in numbamr)."""
+__all__ = ["verify", "VerifyError"]
 
 
 def verify(program):
