@@ -70,15 +70,37 @@ class SourceLoc:
         return f"SourceLoc({self.filename!r}, {self.lineno})"
 
 
+def _is_users(code, skip):
+    filename = os.path.abspath(code.co_filename)
+    return not filename.startswith(skip) and "<frozen" not in filename
+
+
+def _loc(code, lineno):
+    import linecache
+    return SourceLoc(code.co_filename, lineno, linecache.getline(code.co_filename, lineno))
+
+
 def user_loc():
     """The innermost stack frame outside this package (the user's line), or None."""
     skip = (_PKG_DIR + os.sep, _numpy_dir() + os.sep)
     frame = sys._getframe(1)
     while frame is not None:
-        filename = os.path.abspath(frame.f_code.co_filename)
-        if not filename.startswith(skip) and "<frozen" not in filename:
-            import linecache
-            return SourceLoc(frame.f_code.co_filename, frame.f_lineno,
-                             linecache.getline(frame.f_code.co_filename, frame.f_lineno))
+        if _is_users(frame.f_code, skip):
+            return _loc(frame.f_code, frame.f_lineno)
         frame = frame.f_back
     return None
+
+
+def raised_by_user_code(exc):
+    """Where ``exc`` was raised, when its innermost frame lies outside this package (the
+    user's function called something wrongly, or raised itself): the innermost frame outside
+    this package and NumPy. None when numbamr's own code raised it."""
+    frames = []
+    tb = exc.__traceback__
+    while tb is not None:
+        frames.append((tb.tb_frame.f_code, tb.tb_lineno))
+        tb = tb.tb_next
+    if not frames or not _is_users(frames[-1][0], (_PKG_DIR + os.sep,)):
+        return None
+    skip = (_PKG_DIR + os.sep, _numpy_dir() + os.sep)
+    return next((_loc(c, n) for c, n in reversed(frames) if _is_users(c, skip)), None)

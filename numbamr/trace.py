@@ -6,11 +6,13 @@ with numpy's broadcasting and dtype rules. Anything that would need a value at t
 (``if x.sum() > 0``) or would mutate an input raises a ``TraceError`` naming the user's line.
 """
 import numbers
+import warnings
 
 import numpy as np
 
 from . import dtypes
-from .errors import TraceError, ShapeError, DTypeError, user_loc
+from .errors import (NumbamrError, TraceError, ShapeError, DTypeError, user_loc,
+                     raised_by_user_code)
 from .graph import Graph
 from .ops import Op, ReduceKind
 
@@ -111,52 +113,41 @@ class Tracer:
     __rmatmul__ = __matmul__
 
     # ---- methods -----------------------------------------------------------------------
-    def sum(self, axis=None, dtype=None, out=None, keepdims=False):
-        _no_out(out, "sum")
-        return sum_(self, axis, dtype, keepdims=keepdims)
+    def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return sum_(self, axis, dtype, out, keepdims, **kw)
 
-    def prod(self, axis=None, dtype=None, out=None, keepdims=False):
-        _no_out(out, "prod")
-        return prod(self, axis, dtype, keepdims=keepdims)
+    def prod(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return prod(self, axis, dtype, out, keepdims, **kw)
 
-    def max(self, axis=None, out=None, keepdims=False):
-        _no_out(out, "max")
-        return amax(self, axis, keepdims=keepdims)
+    def max(self, axis=None, out=None, keepdims=False, **kw):
+        return amax(self, axis, out, keepdims, **kw)
 
-    def min(self, axis=None, out=None, keepdims=False):
-        _no_out(out, "min")
-        return amin(self, axis, keepdims=keepdims)
+    def min(self, axis=None, out=None, keepdims=False, **kw):
+        return amin(self, axis, out, keepdims, **kw)
 
-    def mean(self, axis=None, dtype=None, out=None, keepdims=False):
-        _no_out(out, "mean")
-        return mean(self, axis, dtype, keepdims=keepdims)
+    def mean(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
+        return mean(self, axis, dtype, out, keepdims, **kw)
 
-    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        _no_out(out, "var")
-        return var(self, axis, dtype, ddof=ddof, keepdims=keepdims)
+    def var(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+        return var(self, axis, dtype, out, ddof, keepdims, **kw)
 
-    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False):
-        _no_out(out, "std")
-        return std(self, axis, dtype, ddof=ddof, keepdims=keepdims)
+    def std(self, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+        return std(self, axis, dtype, out, ddof, keepdims, **kw)
 
-    def argmax(self, axis=None, out=None, keepdims=False):
-        _no_out(out, "argmax")
-        return argmax(self, axis, keepdims=keepdims)
+    def argmax(self, axis=None, out=None, keepdims=False, **kw):
+        return argmax(self, axis, out, keepdims=keepdims, **kw)
+
+    def argmin(self, axis=None, out=None, keepdims=False, **kw):
+        return argmin(self, axis, out, keepdims=keepdims, **kw)
+
+    def any(self, axis=None, out=None, keepdims=False, **kw):
+        return any_(self, axis, out, keepdims, **kw)
+
+    def all(self, axis=None, out=None, keepdims=False, **kw):
+        return all_(self, axis, out, keepdims, **kw)
 
     def copy(self, order="K"):
         return self         # traced values are never written in place: a copy is the value
-
-    def argmin(self, axis=None, out=None, keepdims=False):
-        _no_out(out, "argmin")
-        return argmin(self, axis, keepdims=keepdims)
-
-    def any(self, axis=None, out=None, keepdims=False):
-        _no_out(out, "any")
-        return any_(self, axis, keepdims=keepdims)
-
-    def all(self, axis=None, out=None, keepdims=False):
-        _no_out(out, "all")
-        return all_(self, axis, keepdims=keepdims)
 
     def astype(self, dtype, copy=True):
         return astype(self, dtype)
@@ -909,72 +900,128 @@ def _empty_check(x, axes, name):
                          user_loc())
 
 
-def _accumulate(x, axis, dtype, keepdims, kind, name):
-    """sum/prod: small integers and bool widen as numpy does; float16 accumulates in float32."""
+# ---- masks (where=) and starting values (initial=), as NumPy's reductions take them ------
+def _masked(x, mask, fill, name):
+    """``x`` where the ``where=`` mask is true and ``fill`` elsewhere: a traced bool array that
+    broadcasts to ``x``'s shape, or a Python bool."""
+    if mask is True:
+        return x
+    if isinstance(mask, Tracer):
+        if mask.dtype.kind != "b":
+            raise TraceError(f"{name}(where=...): the mask has dtype {mask.dtype}; it must be "
+                             "bool", user_loc())
+        if broadcast_shapes(mask.shape, x.shape) != x.shape:
+            raise ShapeError(f"{name}(where=...): a mask of shape {mask.shape} does not "
+                             f"broadcast to the array's shape {x.shape}", user_loc())
+    elif not isinstance(mask, (bool, np.bool_)):
+        raise TraceError(f"{name}(where=...) takes a traced bool array or a bool, not "
+                         f"{type(mask).__name__}", user_loc())
+    return where(mask, x, fill)
+
+
+def _initial(initial, dt, reduction, name):
+    """``initial`` as a scalar of ``dt``, or the error NumPy's ``reduction`` raises for it."""
+    if not isinstance(initial, (bool, int, float, np.generic)):
+        raise TraceError(f"{name}(initial=...) takes a number, not {type(initial).__name__}",
+                         user_loc())
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            reduction(np.zeros(1, dt), initial=initial)
+            return np.asarray(initial).astype(dt)[()]
+    except (TypeError, ValueError, OverflowError) as e:
+        raise TraceError(f"{name}(initial={initial!r}): {e}", user_loc()) from None
+
+
+def _accumulate(x, axis, dtype, keepdims, kind, name, mask=True, initial=None):
+    """sum/prod: small integers and bool widen as numpy does; float16 accumulates in float32;
+    masked values count as 0 (sum) or 1 (prod), ``initial`` joins the result."""
     x = _prepare(x, name)
     axes = normalize_axes(axis, x.ndim)
     res_dt = np.dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
+    acc_dt = dtypes.compute_dtype(res_dt)
+    x = _masked(x, mask, 0 if kind is ReduceKind.SUM else 1, name)
     g = x.graph
-    n = _reduce_node(g, cast_node(g, x.node, dtypes.compute_dtype(res_dt)), kind, axes)
-    return _finish(g, cast_node(g, n, res_dt), axes, keepdims)
+    r = _wrap(g, _reduce_node(g, cast_node(g, x.node, acc_dt), kind, axes))
+    if initial is not None:
+        start = _initial(initial, acc_dt, np.sum if kind is ReduceKind.SUM else np.prod, name)
+        r = (add if kind is ReduceKind.SUM else multiply)(r, start)
+    return _finish(g, cast_node(g, r.node, res_dt), axes, keepdims)
 
 
-def sum_(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def sum_(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True, **kw):
     _no_out(out, "sum")
     _no_kw(kw, "sum")
-    return _accumulate(x, axis, dtype, keepdims, ReduceKind.SUM, "sum")
+    return _accumulate(x, axis, dtype, keepdims, ReduceKind.SUM, "sum", where, initial)
 
 
-def prod(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def prod(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True, **kw):
     _no_out(out, "prod")
     _no_kw(kw, "prod")
-    return _accumulate(x, axis, dtype, keepdims, ReduceKind.PROD, "prod")
+    return _accumulate(x, axis, dtype, keepdims, ReduceKind.PROD, "prod", where, initial)
 
 
-def _minmax(x, axis, keepdims, kind, name):
+def _minmax(x, axis, keepdims, kind, name, mask=True, initial=None):
+    """max/min; with ``initial``, masked values and empty axes give it (NumPy's rules: a
+    mask needs an ``initial``)."""
     x = _prepare(x, name)
     axes = normalize_axes(axis, x.ndim)
-    _empty_check(x, axes, name)
     g = x.graph
+    op = maximum if kind is ReduceKind.MAX else minimum
+    if initial is None:
+        if mask is not True:
+            raise TraceError(f"reduction operation '{op.__name__}' does not have an identity, "
+                             "so to use a where mask one has to specify 'initial'", user_loc())
+        _empty_check(x, axes, op.__name__)
+    else:
+        start = _initial(initial, x.dtype, np.max if kind is ReduceKind.MAX else np.min, name)
+        x = _masked(x, mask, start, name)
+        if any(x.shape[a] == 0 for a in axes):
+            return _finish(g, _const(g, start.item(), x.dtype, _kept_shape(x.shape, axes)),
+                           axes, keepdims)
     acc_dt = dtypes.compute_dtype(x.dtype)
-    n = _reduce_node(g, cast_node(g, x.node, acc_dt), kind, axes)
-    return _finish(g, cast_node(g, n, x.dtype), axes, keepdims)
+    r = _wrap(g, cast_node(g, _reduce_node(g, cast_node(g, x.node, acc_dt), kind, axes),
+                           x.dtype))
+    if initial is not None:
+        r = op(r, start)
+    return _finish(g, r.node, axes, keepdims)
 
 
-def amax(x, axis=None, out=None, keepdims=False, **kw):
+def amax(x, axis=None, out=None, keepdims=False, initial=None, where=True, **kw):
     _no_out(out, "max")
     _no_kw(kw, "max")
-    return _minmax(x, axis, keepdims, ReduceKind.MAX, "maximum")
+    return _minmax(x, axis, keepdims, ReduceKind.MAX, "max", where, initial)
 
 
-def amin(x, axis=None, out=None, keepdims=False, **kw):
+def amin(x, axis=None, out=None, keepdims=False, initial=None, where=True, **kw):
     _no_out(out, "min")
     _no_kw(kw, "min")
-    return _minmax(x, axis, keepdims, ReduceKind.MIN, "minimum")
+    return _minmax(x, axis, keepdims, ReduceKind.MIN, "min", where, initial)
 
 
-def _logical_reduce(x, axis, keepdims, kind, name, empty):
-    """any/all: max/min over bools; over an empty axis, ``empty`` (as numpy)."""
+def _logical_reduce(x, axis, keepdims, kind, name, empty, mask=True):
+    """any/all: max/min over bools; over an empty axis, ``empty`` (as numpy); masked values
+    count as ``empty``."""
     x = _prepare(x, name)
     axes = normalize_axes(axis, x.ndim)
     g = x.graph
     if any(x.shape[a] == 0 for a in axes):
         return _finish(g, _const(g, empty, dtypes.BOOL, _kept_shape(x.shape, axes)), axes,
                        keepdims)
-    b = cast_node(g, x.node, dtypes.BOOL)
-    return _finish(g, _reduce_node(g, b, kind, axes), axes, keepdims)
+    b = _masked(_wrap(g, cast_node(g, x.node, dtypes.BOOL)), mask, empty, name)
+    return _finish(g, _reduce_node(g, b.node, kind, axes), axes, keepdims)
 
 
-def any_(x, axis=None, out=None, keepdims=False, **kw):
+def any_(x, axis=None, out=None, keepdims=False, *, where=True, **kw):
     _no_out(out, "any")
     _no_kw(kw, "any")
-    return _logical_reduce(x, axis, keepdims, ReduceKind.MAX, "any", False)
+    return _logical_reduce(x, axis, keepdims, ReduceKind.MAX, "any", False, where)
 
 
-def all_(x, axis=None, out=None, keepdims=False, **kw):
+def all_(x, axis=None, out=None, keepdims=False, *, where=True, **kw):
     _no_out(out, "all")
     _no_kw(kw, "all")
-    return _logical_reduce(x, axis, keepdims, ReduceKind.MIN, "all", True)
+    return _logical_reduce(x, axis, keepdims, ReduceKind.MIN, "all", True, where)
 
 
 def _kept_shape(shape, axes):
@@ -993,15 +1040,24 @@ def _mean_dtype(x, dtype):
     return x.dtype if dtypes.is_float(x.dtype) else dtypes.FLOAT64
 
 
-def mean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def _masked_count(x, axes, mask):
+    """How many values along ``axes`` the mask keeps (a number without a mask, else a traced
+    int64 array with the axes kept as 1)."""
+    if mask is True:
+        return _count(x, axes)
+    every = _wrap(x.graph, _const(x.graph, True, dtypes.BOOL, x.shape))
+    return sum_(_masked(every, mask, False, "mean"), axes, keepdims=True)
+
+
+def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=True, **kw):
     _no_out(out, "mean")
     _no_kw(kw, "mean")
     x = _prepare(x, "mean")
     axes = normalize_axes(axis, x.ndim)
     res_dt = _mean_dtype(x, dtype)
     acc_dt = dtypes.compute_dtype(res_dt)
-    s = sum_(astype(x, acc_dt), axes, keepdims=True)
-    m = true_divide(s, _count(x, axes))
+    s = sum_(astype(x, acc_dt), axes, keepdims=True, where=where)
+    m = true_divide(s, astype(_masked_count(x, axes, where), acc_dt))
     return _finish(x.graph, cast_node(x.graph, astype(m, res_dt).node, res_dt), axes, keepdims)
 
 
@@ -1052,7 +1108,7 @@ def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
     return astype(true_divide(total, astype(count, acc_dt)), res_dt)
 
 
-def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
     _no_out(out, "var")
     _no_kw(kw, "var")
     x = _prepare(x, "var")
@@ -1060,16 +1116,17 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
     res_dt = _mean_dtype(x, dtype)
     acc_dt = dtypes.compute_dtype(res_dt)
     xf = astype(x, acc_dt)
-    d = subtract(xf, mean(xf, axes, keepdims=True))
-    n = _count(x, axes) - ddof
-    v = true_divide(sum_(multiply(d, d), axes, keepdims=True), max(n, 0))
+    d = subtract(xf, mean(xf, axes, keepdims=True, where=where))
+    n = _masked_count(x, axes, where)
+    n = max(n - ddof, 0) if where is True else astype(maximum(subtract(n, ddof), 0), acc_dt)
+    v = true_divide(sum_(multiply(d, d), axes, keepdims=True, where=where), n)
     return _finish(x.graph, astype(v, res_dt).node, axes, keepdims)
 
 
-def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, **kw):
+def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
     _no_out(out, "std")
     _no_kw(kw, "std")
-    v = var(x, axis, dtype, ddof=ddof, keepdims=True)
+    v = var(x, axis, dtype, ddof=ddof, keepdims=True, where=where)
     acc = sqrt(astype(v, dtypes.compute_dtype(v.dtype)))
     axes = normalize_axes(axis, x.ndim)
     return _finish(x.graph, astype(acc, v.dtype).node, axes, keepdims)
@@ -1125,13 +1182,15 @@ def _arg_node(g, node, kind, axis):
     return g.node(Op.REDUCE, dtypes.INT64, shape, (node,), (kind, (axis,)), user_loc())
 
 
-def argmax(x, axis=None, out=None, keepdims=False):
+def argmax(x, axis=None, out=None, keepdims=False, **kw):
     _no_out(out, "argmax")
+    _no_kw(kw, "argmax")
     return _arg_reduce(x, axis, keepdims, ReduceKind.ARGMAX, "argmax")
 
 
-def argmin(x, axis=None, out=None, keepdims=False):
+def argmin(x, axis=None, out=None, keepdims=False, **kw):
     _no_out(out, "argmin")
+    _no_kw(kw, "argmin")
     return _arg_reduce(x, axis, keepdims, ReduceKind.ARGMIN, "argmin")
 
 
@@ -1217,7 +1276,15 @@ def trace(call, specs):
             args.append(Tracer(graph, node))
         else:
             args.append(value)
-    result = call(args)
+    try:
+        result = call(args)
+    except NumbamrError:
+        raise
+    except Exception as e:      # raised in the user's code: name it there, not as numbamr's bug
+        loc = raised_by_user_code(e)
+        if loc is None:
+            raise
+        raise TraceError(f"the function raised {type(e).__name__}: {e}", loc) from e
     return graph, *flatten_outputs(graph, result)
 
 

@@ -127,6 +127,27 @@ TRACE_CASES = [
     ("and", lambda x: (x > 0) and (x < 1), nm.TraceError, r"control flow"),  # at:and
     ("not", lambda x: x if not x.any() else -x, nm.TraceError, r"control flow"),  # at:not
     ("asarray", lambda x: np.asarray(x) + 1, nm.TraceError, r"NumPy array"),  # at:asarray
+    # keywords of reductions: masks, starting values, and ones numbamr does not know
+    ("max_where", lambda x: x.max(axis=1, where=x > 0), nm.TraceError,  # at:max_where
+     r"'maximum' does not have an identity.*initial"),
+    ("where_float", lambda x: x.sum(axis=1, where=x), nm.TraceError,  # at:where_float
+     r"sum\(where=\.\.\.\): the mask has dtype float32; it must be bool"),
+    ("where_shape", lambda x: x.mean(axis=1, where=(x > 0)[:, :2]), nm.ShapeError,  # at:where_shape
+     r"\(3, 2\).*\(3, 4\)"),
+    ("where_list", lambda x: np.sum(x, where=[True] * 4), nm.TraceError,  # at:where_list
+     r"sum\(where=\.\.\.\) takes a traced bool array or a bool, not list"),
+    ("initial_int8", lambda x: x.astype(np.int8).min(initial=300), nm.TraceError,  # at:initial_int8
+     r"min\(initial=300\): .*out of bounds for int8"),
+    ("initial_array", lambda x: x.sum(initial=x[0]), nm.TraceError,  # at:initial_array
+     r"initial=\.\.\.\) takes a number, not Tracer"),
+    ("method_kw", lambda x: x.sum(axis=1, foo=3), nm.TraceError,  # at:method_kw
+     r"sum: arguments \['foo'\] are not supported"),
+    ("argmax_kw", lambda x: x.argmax(axis=1, where=x > 0), nm.TraceError,  # at:argmax_kw
+     r"argmax: arguments \['where'\]"),
+    ("reshape_kw", lambda x: x.reshape(12, foo=1), nm.TraceError,  # at:reshape_kw
+     r"the function raised TypeError: .*reshape\(\) got an unexpected keyword argument 'foo'"),
+    ("user_raise", lambda x: [][x.ndim], nm.TraceError,  # at:user_raise
+     r"the function raised IndexError: list index out of range"),
     # numpy array constants from the enclosing scope
     ("const", lambda x: x + CONST, nm.TraceError, r"constant of shape \(4,\)"),  # at:const
     ("const_left", lambda x: CONST * x, nm.TraceError, r"constant"),  # at:const_left

@@ -649,6 +649,48 @@ def test_row_reductions_of_every_integer_dtype_compile_for_sm90():
     assert all(r["ok"] for r in report), [r["error"] for r in report if not r["ok"]]
 
 
+def _lowest(x):
+    return -np.inf if x.dtype.kind == "f" else -10**4     # NumPy casts no inf to integers
+
+
+MASKED = [
+    ("sum", lambda x, m: x.sum(axis=1, where=m)),
+    ("sum_initial", lambda x, m: np.sum(x, axis=0, initial=2.5, keepdims=True)),
+    ("sum_row_mask", lambda x, m: x.sum(axis=1, where=m[0])),
+    ("prod", lambda x, m: x.prod(axis=1, where=m, initial=3)),
+    ("max", lambda x, m: x.max(axis=1, where=m, initial=_lowest(x))),
+    ("max_initial_above", lambda x, m: np.max(x, axis=None, initial=1.5)),
+    ("min", lambda x, m: np.min(x, axis=0, where=m, initial=0.25)),
+    ("any", lambda x, m: (x > 1).any(axis=1, where=m)),
+    ("all", lambda x, m: np.all(x > -1, axis=(0, 1), where=m, keepdims=True)),
+    ("mean", lambda x, m: x.mean(axis=1, where=m)),
+    ("mean_all", lambda x, m: np.mean(x, where=m)),
+    ("var", lambda x, m: x.var(axis=1, where=m, ddof=1)),
+    ("std", lambda x, m: np.std(x, axis=0, where=m)),
+    ("masked_softmax", lambda x, m: np.exp(x - x.max(axis=1, keepdims=True, where=m,
+                                                     initial=_lowest(x))) * m),
+    ("masked_mean_and_max", lambda x, m: (x.mean(axis=1, where=m),
+                                          x.max(axis=1, where=m, initial=0.0))),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+@pytest.mark.parametrize("name, fn", MASKED, ids=[c[0] for c in MASKED])
+def test_reductions_with_where_and_initial_are_numpys(name, fn, dtype):
+    """NumPy's where= and initial= keywords: masked values count as the reduction's identity
+    (or ``initial``), ``initial`` joins every result; rows with nothing kept and a mean over
+    them (NaN) included. Rows of 130 cross warp boundaries."""
+    rng = np.random.default_rng(36)
+    x = (rng.standard_normal((5, 130)) * (9 if dtype == np.int32 else 1)).astype(dtype)
+    m = rng.random((5, 130)) < 0.6
+    m[2] = False                               # a row with nothing kept
+    if dtype == np.int32 and name in ("prod", "max", "sum_initial", "min"):
+        x = np.clip(x, -2, 2)                  # a product of 130 small integers stays exact
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        check(fn, x, m, rtol=4e-3 if dtype == np.float16 else 1e-5)
+
+
 def test_reduction_over_size1_axes():
     x = f32(3, 1, 7, seed=33)
     check(lambda x: x.sum(axis=1), x)
