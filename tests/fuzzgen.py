@@ -837,8 +837,21 @@ def _perturbed_run(source, inputs, eps, rng, mean_ulps=0.0, half=None, halves=No
         value = eval(expr, {"np": numpy, **used})
         if name is None:
             return value
-        env[name] = _perturbed(np.asarray(value), half if name in halves else 0.0, rng)
+        rounded = half * _float16_roundings(expr, used, value) if name in halves else 0.0
+        env[name] = _perturbed(np.asarray(value), rounded, rng)
     raise ValueError("program without return")
+
+
+def _float16_roundings(expr, used, value):
+    """How many float16 roundings' worth (each up to half an epsilon, relative) a float16
+    statement's value can be off: NumPy rounds after every operation of it (and after every
+    step of a float16 product, about sqrt(n) of them for n factors), numbamr as it computes.
+    At least one epsilon (the statement's own rounding, twice)."""
+    import re
+    ops = len(re.findall(r"[-+*/]|\w+\(", expr))
+    largest = max((np.size(v) for v in used.values()), default=1)
+    steps = np.sqrt(largest / max(np.size(value), 1)) if np.size(value) < largest else 0.0
+    return max(1.0, (ops + steps) / 2)
 
 
 def _perturbed(value, eps, rng):
