@@ -9,6 +9,8 @@ import dataclasses
 import inspect
 import threading
 
+import numpy as np
+
 from . import dtypes, settings, tune
 from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc
 from .graph import format_graph, verify_graph
@@ -69,8 +71,25 @@ class Compiled:
         self.lowered, self.launchers = lowered, launchers
 
 
+def _ufunc_as_function(ufunc):
+    """A NumPy ufunc as a function of its inputs alone (its keywords are not arguments a
+    kernel takes)."""
+    if ufunc.nin == 1:
+        def fn(x):
+            return ufunc(x)
+    elif ufunc.nin == 2:
+        def fn(x1, x2):
+            return ufunc(x1, x2)
+    else:
+        raise ArgumentError(f"numbamr.jit: np.{ufunc.__name__} takes {ufunc.nin} inputs; "
+                            "wrap it in a function")
+    fn.__name__ = fn.__qualname__ = ufunc.__name__
+    return fn
+
+
 class JitFunction:
     def __init__(self, fn, options, autotune=False):
+        fn = _ufunc_as_function(fn) if isinstance(fn, np.ufunc) else fn
         self.fn, self.options, self.autotune = fn, options, autotune
         self.__name__ = getattr(fn, "__name__", "kernel")
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -95,6 +114,8 @@ class JitFunction:
         except TypeError as e:
             raise ArgumentError(f"{self.__name__}(): {e}") from None
         bound.apply_defaults()
+        for name in [k for k, v in bound.arguments.items() if v is np._NoValue]:
+            del bound.arguments[name]      # a NumPy function's "not given": left out again
         leaves = []
         for name, value in bound.arguments.items():
             kind = self._sig.parameters[name].kind
@@ -174,7 +195,7 @@ class JitFunction:
         if not self._simple or len(args) > n:
             return None
         values = list(args) + self._defaults[len(args):]
-        if any(v is inspect.Parameter.empty for v in values):
+        if any(v is inspect.Parameter.empty or v is np._NoValue for v in values):
             return None
         return [_Leaf(name, v, arrays.inspect_array(v, name))
                 for name, v in zip(self._names, values)]

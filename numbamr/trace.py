@@ -107,10 +107,12 @@ class Tracer:
     def __ne__(self, o): return not_equal(self, o)
 
     def __matmul__(self, o):
-        raise TraceError("matmul (@) is not a reduction kernel; write it as a broadcast multiply "
-                         "and a sum, e.g. (v[:, None] * m).sum(0)", user_loc())
+        from .composite import matmul
+        return matmul(self, o)
 
-    __rmatmul__ = __matmul__
+    def __rmatmul__(self, o):
+        from .composite import matmul
+        return matmul(o, self)
 
     # ---- methods -----------------------------------------------------------------------
     def sum(self, axis=None, dtype=None, out=None, keepdims=False, **kw):
@@ -215,7 +217,8 @@ class Tracer:
         if fn is None:
             raise TraceError(f"the numpy function {_numpy_name(func)} is not supported by "
                              "numbamr", user_loc())
-        return fn(*args, **kwargs)
+        # NumPy's own "not given" marker (np.sum(x) jitted as a function passes every default)
+        return fn(*args, **{k: v for k, v in kwargs.items() if v is not np._NoValue})
 
 
 class _UnsupportedAttribute(TraceError, AttributeError):
@@ -1314,3 +1317,13 @@ def _output_node(graph, value, what):
 
 
 abs_ = absolute
+
+
+def _register_composites():
+    """The NumPy functions composed of the ones above (composite.py imports this module)."""
+    from . import composite
+    UFUNCS.update(composite.UFUNCS)
+    FUNCTIONS.update(composite.FUNCTIONS)
+
+
+_register_composites()

@@ -47,7 +47,20 @@ TRACE_CASES = [
     ("sort", lambda x: np.sort(x), nm.TraceError, r"np\.sort\b"),  # at:sort
     ("concatenate", lambda x: np.concatenate([x, x]), nm.TraceError,  # at:concatenate
      r"np\.concatenate\b"),
-    ("linalg", lambda x: np.linalg.norm(x), nm.TraceError, r"np\.linalg\.norm\b"),  # at:linalg
+    ("linalg", lambda x: np.linalg.svd(x), nm.TraceError, r"np\.linalg\.svd\b"),  # at:linalg
+    ("norm_2", lambda x: np.linalg.norm(x, 2), nm.TraceError,  # at:norm_2
+     r"matrix norm ord=2 needs singular values"),
+    ("norm_axes", lambda x: np.linalg.norm(x, axis=(1, 1)), nm.ShapeError,  # at:norm_axes
+     r"neither one axis nor two distinct"),
+    ("norm_str", lambda x: np.linalg.norm(x, "fro", axis=1), nm.TraceError,  # at:norm_str
+     r"ord='fro' is not a vector norm"),
+    ("matvec_shapes", lambda x: x @ x[0, :3], nm.ShapeError,  # at:matvec_shapes
+     r"\(3, 4\) and \(3,\) are not aligned"),
+    ("average_axis", lambda x: np.average(x, weights=x[0]), nm.TraceError,  # at:average_axis
+     r"axis must be specified"),
+    ("average_len", lambda x: np.average(x, axis=0, weights=x[0]), nm.ShapeError,  # at:average_len
+     r"length of weights"),
+    ("round_bool", lambda x: np.round(x > 0, 1), nm.TraceError, r"bools"),  # at:round_bool
     ("dot", lambda x: np.dot(x, x.T), nm.TraceError, r"np\.dot\b"),  # at:dot
     ("method", lambda x: x.cumsum(axis=1), nm.TraceError, r"\.cumsum\b"),  # at:method
     ("ufunc_reduce", lambda x: np.add.reduce(x, axis=1), nm.TraceError,  # at:ufunc_reduce

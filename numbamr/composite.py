@@ -1,0 +1,269 @@
+"""NumPy functions written with the traced ones: rounding, products with a vector, vector
+and matrix norms, weighted averages, the ``*_like`` constructors and the NaN-skipping
+variance. Each is a composition of the ops in ``trace.py``, so its reductions are scheduled
+and fused as the user's own are (``x @ v`` and a weighted average are one kernel each).
+
+``trace.py`` registers them (``UFUNCS``, ``FUNCTIONS``) when it is imported.
+"""
+import numbers
+
+import numpy as np
+
+from . import dtypes
+from .errors import TraceError, ShapeError, user_loc
+from .trace import (Tracer, _traced, _prepare, _as_float, _const, _wrap, _float_fmod, _no_out,
+                    _no_kw, normalize_axis, normalize_axes, absolute, add, amax, amin, any_,
+                    astype, broadcast_to, copysign, equal, floor, greater, isnan, less,
+                    logical_and, logical_not, logical_or, mean, multiply, not_equal, power,
+                    prod, reshape, sqrt, subtract, sum_, true_divide, var, where)
+
+
+# ---- rounding -------------------------------------------------------------------------
+def rint(x):
+    """Round half to even (NumPy's rint): the floor, one up where the rest is over a half
+    or a half above an odd integer; zeros keep the input's sign (rint(-0.3) is -0.0)."""
+    (x,) = _as_float(x)
+    r = floor(x)
+    rest = subtract(x, r)              # exact: x and its floor share their high digits
+    odd = not_equal(_float_fmod(r, 2.0), 0)
+    up = logical_or(greater(rest, 0.5), logical_and(equal(rest, 0.5), odd))
+    return copysign(where(up, add(r, 1.0), r), x)
+
+
+def around(a, decimals=0, out=None):
+    """NumPy's round: rint of ``a * 10**decimals`` divided back (of the quotient by
+    ``10**-decimals``, multiplied back, for negative decimals). Integers stay as they are, or
+    round through float64 to negative decimals; bools become float16 (as NumPy's do)."""
+    _no_out(out, "round")
+    a = _prepare(a, "round")
+    if not isinstance(decimals, numbers.Integral) or isinstance(decimals, bool):
+        raise TraceError(f"round(decimals={decimals!r}) takes an integer", user_loc())
+    if a.dtype == dtypes.BOOL:
+        if decimals != 0:
+            raise TraceError("round of bools to nonzero decimals: NumPy cannot cast the "
+                             "result back to bool either", user_loc())
+        return astype(a, np.float16)
+    scale = float(10.0 ** abs(decimals))
+    if not dtypes.is_float(a.dtype):
+        if decimals >= 0:
+            return a
+        return astype(multiply(rint(true_divide(a, scale)), scale), a.dtype)
+    if decimals == 0:
+        return rint(a)
+    if decimals > 0:
+        return true_divide(rint(multiply(a, scale)), scale)
+    return multiply(rint(true_divide(a, scale)), scale)
+
+
+def signbit(x):
+    """True where the sign bit is set (-0.0 and NaNs with it included)."""
+    x = _traced(x, "signbit")
+    if not dtypes.is_float(x.dtype):
+        return less(x, 0) if x.dtype.kind != "b" else _like(x, False, dtypes.BOOL)
+    return less(copysign(1.0, x), 0)
+
+
+# ---- products with a vector -----------------------------------------------------------
+def _vector_product(a, b, name):
+    """``a @ b`` where one operand is a vector: the products summed along the contracted
+    axis (the last of ``a``; the second to last of ``b``, or its only one)."""
+    a, b = _traced(a, name), _traced(b, name)
+    if a.ndim == 0 or b.ndim == 0:
+        raise TraceError(f"np.{name} of a 0-d operand: use *", user_loc())
+    if a.ndim > 1 and b.ndim > 1:
+        raise TraceError(f"np.{name} of two matrices ({a.shape} and {b.shape}) is not a "
+                         "reduction kernel; a product with a vector is, e.g. m @ v or "
+                         "(v[:, None] * m).sum(0)", user_loc())
+    k_axis = -1 if b.ndim == 1 else -2
+    if a.shape[-1] != b.shape[k_axis]:
+        raise ShapeError(f"np.{name}: shapes {a.shape} and {b.shape} are not aligned "
+                         f"({a.shape[-1]} != {b.shape[k_axis]})", user_loc())
+    res_dt = np.result_type(a.dtype, b.dtype)
+    if b.ndim > 1:
+        a = reshape(a, (a.shape[0], 1))
+    if res_dt == dtypes.BOOL:
+        return any_(logical_and(a, b), k_axis)
+    acc = dtypes.compute_dtype(res_dt) if dtypes.is_float(res_dt) else res_dt
+    return sum_(multiply(astype(a, acc), astype(b, acc)), k_axis, dtype=res_dt)
+
+
+def matmul(a, b, out=None, **kw):
+    _no_out(out, "matmul")
+    _no_kw(kw, "matmul")
+    return _vector_product(a, b, "matmul")
+
+
+def dot(a, b, out=None):
+    _no_out(out, "dot")
+    return _vector_product(a, b, "dot")
+
+
+def inner(a, b):
+    a, b = _traced(a, "inner"), _traced(b, "inner")
+    if b.ndim != 1:
+        raise TraceError("np.inner is supported with a vector as its second operand",
+                         user_loc())
+    return _vector_product(a, b, "inner")
+
+
+# ---- norms ----------------------------------------------------------------------------
+def _vector_norm(x, ord, axis, keepdims):
+    ax = absolute(x)
+    if ord is None or ord == 2:
+        return sqrt(sum_(multiply(x, x), axis, keepdims=keepdims))
+    if ord == np.inf:
+        return amax(ax, axis, keepdims=keepdims)
+    if ord == -np.inf:
+        return amin(ax, axis, keepdims=keepdims)
+    if ord == 0:
+        return sum_(astype(not_equal(x, 0), x.dtype), axis, keepdims=keepdims)
+    if ord == 1:
+        return sum_(ax, axis, keepdims=keepdims)
+    if isinstance(ord, str):
+        raise TraceError(f"np.linalg.norm: ord={ord!r} is not a vector norm", user_loc())
+    return power(sum_(power(ax, float(ord)), axis, keepdims=keepdims), float(1.0 / ord))
+
+
+def _matrix_norm(x, ord, axes, keepdims):
+    rows, cols = axes
+    if ord in (None, "fro"):
+        return sqrt(sum_(multiply(x, x), axes, keepdims=keepdims))
+    if ord not in (1, -1, np.inf, -np.inf):
+        raise TraceError(f"np.linalg.norm: the matrix norm ord={ord!r} needs singular values "
+                         "and is not supported (ord=None, 'fro', 1, -1, inf, -inf are)",
+                         user_loc())
+    summed, over = (rows, cols) if ord in (1, -1) else (cols, rows)
+    pick = amax if ord > 0 else amin
+    r = pick(sum_(absolute(x), summed, keepdims=True), over, keepdims=True)
+    return r if keepdims else reshape(r, [s for i, s in enumerate(r.shape) if i not in axes])
+
+
+def norm(x, ord=None, axis=None, keepdims=False):
+    """np.linalg.norm: vector norms along one axis, matrix norms over two (Frobenius, 1,
+    inf and their negatives), the 2-norm of everything for axis=None and ord=None."""
+    x = _prepare(x, "norm")
+    if not dtypes.is_float(x.dtype):
+        x = astype(x, dtypes.FLOAT64)
+    if axis is None and ord is None:
+        return sqrt(sum_(multiply(x, x), None, keepdims=keepdims))
+    if axis is None:
+        axis = tuple(range(x.ndim))
+    axes = tuple(normalize_axis(a, x.ndim) for a in
+                 ((axis,) if isinstance(axis, numbers.Integral) else axis))
+    if len(axes) == 1:
+        return _vector_norm(x, ord, axes[0], keepdims)
+    if len(axes) == 2 and axes[0] != axes[1]:
+        return _matrix_norm(x, ord, axes, keepdims)
+    raise ShapeError(f"np.linalg.norm: axes {axis} are neither one axis nor two distinct "
+                     "ones", user_loc())
+
+
+# ---- weighted averages ----------------------------------------------------------------
+def _weights_along(a, w, axis):
+    """``w`` broadcast to ``a``'s shape: the same shape, or 1-D along an integer ``axis``."""
+    if w.shape == a.shape:
+        return w
+    if axis is None:
+        raise TraceError("np.average: axis must be specified when shapes of a and weights "
+                         "differ", user_loc())
+    if w.ndim != 1 or not isinstance(axis, numbers.Integral):
+        raise TraceError("np.average: 1D weights expected along one axis when shapes of a "
+                         "and weights differ", user_loc())
+    axis = normalize_axis(axis, a.ndim)
+    if w.shape[0] != a.shape[axis]:
+        raise ShapeError("np.average: length of weights not compatible with specified axis",
+                         user_loc())
+    return broadcast_to(reshape(w, [a.shape[axis] if i == axis else 1
+                                    for i in range(a.ndim)]), a.shape)
+
+
+def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
+    """np.average. A zero sum of weights gives inf or NaN (NumPy raises: no value is known
+    while tracing)."""
+    a = _prepare(a, "average")
+    if weights is None:
+        avg = mean(a, axis, keepdims=keepdims)
+        count = int(np.prod([a.shape[i] for i in normalize_axes(axis, a.ndim)]))
+        scale = _like(avg, count, avg.dtype)
+    else:
+        w = _weights_along(a, _traced(weights, "average"), axis)
+        res_dt = np.result_type(a.dtype, w.dtype, *([] if dtypes.is_float(a.dtype) else
+                                                    [dtypes.FLOAT64]))
+        scale = sum_(astype(w, res_dt), axis, dtype=res_dt, keepdims=keepdims)
+        total = sum_(multiply(astype(a, res_dt), astype(w, res_dt)), axis, keepdims=keepdims)
+        avg = true_divide(total, scale)
+    return (avg, scale) if returned else avg
+
+
+# ---- constructors shaped like an array ------------------------------------------------
+def _like(x, value, dtype, shape=None):
+    shape = x.shape if shape is None else ((shape,) if isinstance(shape, numbers.Integral)
+                                           else tuple(shape))
+    return _wrap(x.graph, _const(x.graph, value, np.dtype(dtype), shape))
+
+
+def _like_maker(value, name):
+    def fn(a, dtype=None, order="K", subok=True, shape=None, **kw):
+        _no_kw(kw, name)
+        a = _traced(a, name)
+        return _like(a, value, a.dtype if dtype is None else dtypes.check(dtype, name), shape)
+    fn.__name__ = name
+    return fn
+
+
+zeros_like = _like_maker(0, "zeros_like")
+ones_like = _like_maker(1, "ones_like")
+empty_like = _like_maker(0, "empty_like")       # uninitialized in NumPy: zeros here
+
+
+def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw):
+    _no_kw(kw, "full_like")
+    a = _traced(a, "full_like")
+    dt = a.dtype if dtype is None else dtypes.check(dtype, "full_like")
+    if isinstance(fill_value, Tracer):
+        return astype(broadcast_to(fill_value, a.shape if shape is None else shape), dt)
+    return _like(a, np.asarray(fill_value).astype(dt).item(), dt, shape)
+
+
+# ---- NaN-skipping reductions -----------------------------------------------------------
+def _not_nan(x, where_):
+    keep = logical_not(isnan(x))
+    return keep if where_ is True else logical_and(keep, where_)
+
+
+def nanprod(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+    _no_out(out, "nanprod")
+    _no_kw(kw, "nanprod")
+    x = _prepare(x, "nanprod")
+    x = where(isnan(x), 1, x) if dtypes.is_float(x.dtype) else x
+    return prod(x, axis, dtype, keepdims=keepdims)
+
+
+def nanvar(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
+    """The variance of the values that are not NaN (NaN where fewer than ddof + 1 are)."""
+    _no_out(out, "nanvar")
+    _no_kw(kw, "nanvar")
+    x = _prepare(x, "nanvar")
+    if dtypes.is_float(x.dtype):
+        where = _not_nan(x, where)
+    return var(x, axis, dtype, ddof=ddof, keepdims=keepdims, where=where)
+
+
+def nanstd(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
+    _no_out(out, "nanstd")
+    _no_kw(kw, "nanstd")
+    v = nanvar(x, axis, dtype, ddof=ddof, keepdims=keepdims, where=where)
+    return astype(sqrt(astype(v, dtypes.compute_dtype(v.dtype))), v.dtype)
+
+
+UFUNCS = {np.rint: rint, np.signbit: signbit, np.matmul: matmul}
+
+FUNCTIONS = {
+    np.round: around, np.around: around, np.dot: dot, np.inner: inner,
+    np.linalg.norm: norm, np.average: average, np.zeros_like: zeros_like,
+    np.ones_like: ones_like, np.empty_like: empty_like, np.full_like: full_like,
+    np.nanprod: nanprod, np.nanvar: nanvar, np.nanstd: nanstd,
+}
+
+__all__ = ["rint", "around", "signbit", "matmul", "dot", "inner", "norm", "average",
+           "zeros_like", "ones_like", "empty_like", "full_like", "nanprod", "nanvar", "nanstd"]
