@@ -25,6 +25,7 @@ O(1) relative error.
 """
 import linecache
 import random
+import warnings
 
 import numpy as np
 
@@ -77,6 +78,8 @@ STREAMS = {
     "arg_reductions": "share of steps that are an argmax or argmin",
     "extras": "share of steps that use the ufuncs, casts and axis moves the others leave out",
     "ints": "share of inputs that are small integers (int8, uint8, int32, int64)",
+    "composites": "share of steps that are masked reductions (where=, initial=), norms, "
+                  "products with a vector, weighted averages, nanvar/nanstd or rounding",
 }
 
 
@@ -242,7 +245,8 @@ class _Builder:
         """Run ``name = expr`` on float64 copies of the inputs; keep it if the result is
         tame. Values keep their dtype kind (bool masks, int64 counts, floats)."""
         name = self._new_name()
-        with np.errstate(all="ignore"):
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)     # a mean of nothing: rejected
             try:
                 val = eval(expr, self.env)
             except Exception as e:  # a generator bug: shapes that do not broadcast...
@@ -532,6 +536,46 @@ class _Builder:
             choices.append(f"np.squeeze({n}, {a.shape.index(1)})")
         return self._emit(r.choice(choices), a.depth)
 
+    def _composite(self):
+        """One of the NumPy functions numbamr composes of its ops, on values that keep it
+        tame: a reduction masked by a comparison decided by a margin, a norm, a product with
+        a vector, a weighted average, nanvar/nanstd, or a rounding of values clear of ties."""
+        r = self.r
+        a = self._pick(lambda v: v.ndim >= 1 and v.val.size > 1 and v.depth < self.MAX_DEPTH)
+        n, axis = a.name, r.randrange(-a.ndim, a.ndim)
+        kind = r.choice(["masked", "masked", "norm", "product", "average", "nanvar", "round"])
+        if kind == "masked":
+            cond = self._threshold(a.fval, n, None)
+            red = r.choice(["sum", "mean", "var", "std", "max", "min"])
+            extra = {"max": ", initial=-10.0", "min": ", initial=10.0"}.get(red, "")
+            if red in ("max", "min") or r.random() < 0.4:
+                call = f"np.{red}({n}, axis={axis}, where=({cond}){extra})"
+            else:
+                call = f"{n}.{red}(axis={axis}, where=({cond}))"
+        elif kind == "norm":
+            ord_text = r.choice(["", ", 1", ", np.inf", ", 2"])
+            call = f"np.linalg.norm({n}{ord_text}, axis={axis})" if ord_text else \
+                f"np.linalg.norm({n}, axis={axis})"
+        elif kind == "product":
+            if a.ndim < 2:
+                raise Rejected("a product with a vector needs a matrix")
+            index = ", ".join(["0"] * (a.ndim - 1))
+            call = r.choice([f"{n} @ np.tanh({n}[{index}])",
+                             f"np.dot({n}, np.cos({n}[{index}]))"] +
+                            ([f"np.tanh({n}[:, 0]) @ {n}"] if a.ndim == 2 else []))
+        elif kind == "average":
+            call = f"np.average({n}, axis={axis}, weights=np.abs(np.tanh({n})) + 0.5)"
+        elif kind == "nanvar":
+            call = f"np.{r.choice(['nanvar', 'nanstd'])}({n}, axis={axis})"
+        else:
+            digits = r.choice([0, 1])
+            scaled = a.fval * 10.0 ** digits
+            if scaled.size and np.abs(np.abs(scaled - np.floor(scaled)) - 0.5).min() < \
+                    1e-3 * (1 + np.abs(scaled).max()):
+                raise Rejected("a value too close to a rounding tie")
+            call = f"np.round({n}, {digits})"
+        return self._emit(call, a.depth + 1)
+
     def _arg_reduce(self):
         """argmax or argmin along one axis or of the flattened array (int64 positions), only
         where every extreme is clear of the next value by a margin or tied with it exactly
@@ -685,6 +729,8 @@ class _Builder:
                 f = self._arg_reduce
             elif self.arg_r.random() < self.p.get("extras", 0.0):
                 f = self._extra
+            elif self.p.get("composites") and self.arg_r.random() < self.p["composites"]:
+                f = self._composite         # no draw without the stream: seeds keep programs
             mark = (len(self.lines), len(self.vars), self.counter)
             try:
                 f()
@@ -895,19 +941,22 @@ class _PerturbedNumpy:
             return attr(x, *args, **kwargs)
         return widened
 
-    def var(self, x, axis=None, keepdims=False, ddof=0):
+    def var(self, x, axis=None, keepdims=False, ddof=0, where=True):
         x = np.asarray(x, dtype=np.float64)
-        mean = x.mean(axis=axis, keepdims=True)
-        count = x.size // max(mean.size, 1)
-        if self.mean_ulps:
-            drift = self.mean_ulps * np.sqrt(count) * float(np.finfo(np.float32).eps)
-            scale = np.abs(x).mean(axis=axis, keepdims=True)
-            mean = mean + drift * scale * self.rng.choice([-1.0, 1.0], mean.shape)
+        where = np.broadcast_to(where, x.shape)
         with np.errstate(all="ignore"):
-            return ((x - mean) ** 2).sum(axis=axis, keepdims=keepdims) / (count - ddof)
+            count = where.sum(axis=axis, keepdims=True)
+            mean = np.where(where, x, 0).sum(axis=axis, keepdims=True) / count
+            if self.mean_ulps:
+                drift = self.mean_ulps * np.sqrt(count) * float(np.finfo(np.float32).eps)
+                scale = np.abs(x).mean(axis=axis, keepdims=True)
+                mean = mean + drift * scale * self.rng.choice([-1.0, 1.0], mean.shape)
+            squares = np.where(where, (x - mean) ** 2, 0).sum(axis=axis, keepdims=True)
+            out = squares / np.maximum(count - ddof, 0)
+        return out if keepdims else np.squeeze(out, axis=axis)
 
-    def std(self, x, axis=None, keepdims=False, ddof=0):
-        return np.sqrt(self.var(x, axis=axis, keepdims=keepdims, ddof=ddof))
+    def std(self, x, axis=None, keepdims=False, ddof=0, where=True):
+        return np.sqrt(self.var(x, axis=axis, keepdims=keepdims, ddof=ddof, where=where))
 
     def prod(self, x, axis=None, keepdims=False):
         """With ``mean_ulps``, off by ``mean_ulps * sqrt(n)`` float32 ulps (a random sign):
