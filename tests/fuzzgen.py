@@ -547,7 +547,8 @@ class _Builder:
         if kind == "masked":
             cond = self._threshold(a.fval, n, None)
             red = r.choice(["sum", "mean", "var", "std", "max", "min"])
-            extra = {"max": ", initial=-10.0", "min": ", initial=10.0"}.get(red, "")
+            low = "0" if a.val.dtype.kind == "u" else "-10.0"    # NumPy casts initial
+            extra = {"max": f", initial={low}", "min": ", initial=10.0"}.get(red, "")
             if red in ("max", "min") or r.random() < 0.4:
                 call = f"np.{red}({n}, axis={axis}, where=({cond}){extra})"
             else:
