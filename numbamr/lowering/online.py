@@ -8,7 +8,8 @@ row is streamed, that second pass re-reads memory. Two patterns are then fused i
 with a multi-value accumulator:
 
 - variance: ``A = sum(x)``, ``B = sum((x - A / n) ** 2)`` becomes Welford/Chan
-  ``(count, mean, M2)`` per chunk (``A = mean * n``, ``B = M2``);
+  ``(count, mean, M2)`` per chunk (``A = mean * n``, ``B = M2``), but for integers cast to
+  float, whose two-pass sum is exact;
 - softmax denominator: ``A = max(x)``, ``B = sum(exp(x - A))`` becomes the online
   ``(max, scaled sum)`` (``A = max``, ``B = sum``).
 """
@@ -53,6 +54,12 @@ def _match_lse(a, b):
     return d.op is Op.SUB and d.srcs[0] is a.body and _is_red(d.srcs[1], a)
 
 
+def _cast_from_integers(val):
+    """Integers (or bools) cast to float: their sum is exact in two passes, while a running
+    mean rounds (a mean of 0 came out as -2.8e-17), so they are not fused."""
+    return val.op is Op.CAST and val.srcs[0].dtype.kind in "biu"
+
+
 def _worth_fusing(layout, group_id):
     """A resident row's second pass is over registers: free and exact, never fused. A split
     row fuses to exchange once, not twice, when its blocks count arrivals in memory; a
@@ -76,7 +83,8 @@ def find_fusions(kernel, layout):
             a = by_id[b.deps[0]]
             if a.group is not b.group or a.id in used or b.id in used:
                 continue
-            if a.body.dtype.kind != "f" or not _worth_fusing(layout, a.group.id):
+            if a.body.dtype.kind != "f" or _cast_from_integers(a.body) or \
+                    not _worth_fusing(layout, a.group.id):
                 continue
             if a.kind is ReduceKind.SUM and _match_var(a, b, a.group.extent):
                 out.append(Fusion("welford", a, b))

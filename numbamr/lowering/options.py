@@ -57,7 +57,8 @@ class KernelOptions:
                      the sum of exponentials after the max) into one pass (Welford, online
                      max-sum) over a row that is not in registers, or a split row's blocks
                      into one exchange; 0 never (a second read, a second exchange). By
-                     default streamed rows fuse, and split rows unless they are clusters
+                     default streamed rows fuse, and split rows unless they are clusters.
+                     The variance of integers never fuses: its two-pass mean is exact
     reciprocal:      1 divides by a computed value broadcast across the row (a row's sum,
                      ``sqrt(var + eps)``) by multiplying with its reciprocal, computed once
                      per row where the divisor is the same for the whole row (within about
