@@ -1,5 +1,5 @@
-"""NumPy functions written with the traced ones: rounding, products with a vector, vector
-and matrix norms, weighted averages, the ``*_like`` constructors and the NaN-skipping
+"""NumPy functions written with the traced ones: rounding, products with a vector, einsum,
+vector and matrix norms, weighted averages, the ``*_like`` constructors and the NaN-skipping
 variance. Each is a composition of the ops in ``trace.py``, so its reductions are scheduled
 and fused as the user's own are (``x @ v`` and a weighted average are one kernel each).
 
@@ -15,7 +15,7 @@ from .trace import (Tracer, _traced, _prepare, _as_float, _const, _wrap, _float_
                     _no_kw, normalize_axis, normalize_axes, absolute, add, amax, amin, any_,
                     astype, broadcast_to, copysign, equal, floor, greater, isnan, less,
                     logical_and, logical_not, logical_or, mean, multiply, not_equal, power,
-                    prod, reshape, sqrt, subtract, sum_, true_divide, var, where)
+                    prod, reshape, sqrt, subtract, sum_, transpose, true_divide, var, where)
 
 
 # ---- rounding -------------------------------------------------------------------------
@@ -104,6 +104,83 @@ def inner(a, b):
         raise TraceError("np.inner is supported with a vector as its second operand",
                          user_loc())
     return _vector_product(a, b, "inner")
+
+
+# ---- einsum ---------------------------------------------------------------------------
+def _einsum_subscripts(subscripts, operands):
+    """(the operands' letters, the output's) of an einsum, checked as NumPy checks them."""
+    if not isinstance(subscripts, str):
+        raise TraceError("np.einsum takes its subscripts as a string", user_loc())
+    spec = subscripts.replace(" ", "")
+    if "." in spec:
+        raise TraceError("np.einsum with '...' is not supported: name every axis",
+                         user_loc())
+    ins, arrow, out = spec.partition("->")
+    ins = ins.split(",")
+    if len(ins) != len(operands):
+        raise TraceError(f"np.einsum: {len(ins)} operand subscripts for {len(operands)} "
+                         "operands", user_loc())
+    if not arrow:       # implicit: the letters seen once, in alphabetical order
+        every = "".join(ins)
+        out = "".join(sorted(c for c in set(every) if every.count(c) == 1))
+    for subs, x in zip(ins, operands):
+        if not subs.isalpha() and subs:
+            raise TraceError(f"np.einsum: subscripts {subs!r} are not letters", user_loc())
+        if len(subs) != x.ndim:
+            raise ShapeError(f"np.einsum: subscripts {subs!r} for an operand of shape "
+                             f"{x.shape}", user_loc())
+        if len(set(subs)) != len(subs):
+            raise TraceError(f"np.einsum: a letter repeated in {subs!r} (a diagonal) is not "
+                             "supported", user_loc())
+    if len(set(out)) != len(out) or not set(out) <= set("".join(ins)):
+        raise TraceError(f"np.einsum: output subscripts {out!r} repeat a letter or name one "
+                         "no operand has", user_loc())
+    return ins, out
+
+
+def _is_matrix_product(ins, out):
+    """Two operands or more that each keep an output letter another lacks, and a letter
+    summed away: a matrix product, which is no reduction kernel."""
+    summed = set("".join(ins)) - set(out)
+    own = [s for s in ins if any(c in out and any(c not in t for t in ins) for c in s)]
+    return bool(summed) and len(own) >= 2
+
+
+def einsum(subscripts, *operands, optimize=False, **kw):
+    """np.einsum without '...' or repeated letters in one operand: every operand broadcast
+    over all the letters, multiplied, summed over the letters the output lacks."""
+    _no_kw(kw, "einsum")
+    operands = [_traced(x, "einsum") for x in operands]
+    ins, out = _einsum_subscripts(subscripts, operands)
+    if _is_matrix_product(ins, out):
+        raise TraceError(f"np.einsum({subscripts!r}) is a matrix product, not a reduction "
+                         "kernel; a product with a vector is (e.g. 'ij,j->i')", user_loc())
+    letters = sorted(set("".join(ins)), key="".join(ins).index)
+    size = {}
+    for subs, x in zip(ins, operands):
+        for c, n in zip(subs, x.shape):
+            if size.get(c, n) != n and 1 not in (n, size[c]):
+                raise ShapeError(f"np.einsum: letter {c!r} has sizes {size[c]} and {n}",
+                                 user_loc())
+            size[c] = n if size.get(c, 1) == 1 else size[c]
+    res_dt = np.result_type(*[x.dtype for x in operands])
+    acc = dtypes.compute_dtype(res_dt) if dtypes.is_float(res_dt) else res_dt
+    total = None
+    for subs, x in zip(ins, operands):
+        ordered = sorted(subs, key=letters.index)
+        x = transpose(x, [subs.index(c) for c in ordered])
+        x = reshape(x, [x.shape[ordered.index(c)] if c in subs else 1 for c in letters])
+        x = x if res_dt == dtypes.BOOL else astype(x, acc)
+        total = x if total is None else (logical_and if res_dt == dtypes.BOOL
+                                         else multiply)(total, x)
+    total = broadcast_to(total, [size[c] for c in letters])
+    summed = tuple(i for i, c in enumerate(letters) if c not in out)
+    if res_dt == dtypes.BOOL:
+        r = any_(total, summed) if summed else total
+    else:
+        r = sum_(total, summed, dtype=res_dt) if summed else astype(total, res_dt)
+    kept = [c for c in letters if c in out]
+    return transpose(r, [kept.index(c) for c in out]) if kept != list(out) else r
 
 
 # ---- norms ----------------------------------------------------------------------------
@@ -259,11 +336,11 @@ def nanstd(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 UFUNCS = {np.rint: rint, np.signbit: signbit, np.matmul: matmul}
 
 FUNCTIONS = {
-    np.round: around, np.around: around, np.dot: dot, np.inner: inner,
+    np.round: around, np.around: around, np.dot: dot, np.inner: inner, np.einsum: einsum,
     np.linalg.norm: norm, np.average: average, np.zeros_like: zeros_like,
     np.ones_like: ones_like, np.empty_like: empty_like, np.full_like: full_like,
     np.nanprod: nanprod, np.nanvar: nanvar, np.nanstd: nanstd,
 }
 
-__all__ = ["rint", "around", "signbit", "matmul", "dot", "inner", "norm", "average",
+__all__ = ["rint", "around", "signbit", "matmul", "dot", "inner", "einsum", "norm", "average",
            "zeros_like", "ones_like", "empty_like", "full_like", "nanprod", "nanvar", "nanstd"]

@@ -96,10 +96,34 @@ def test_products_with_a_vector_are_numpys(name, fn, dtype):
     check(fn, m, v, u, rtol=4e-3 if dtype == np.float16 else 1e-5)
 
 
+EINSUMS = ["ij->i", "ij", "ji", "ij->ji", "ij->", "ij,j->i", "ij,j", "i,ij->j", "ij,ij->i",
+           "ij,ij", "kij,ij->ki", "kij,j->ik", "i,j->ij", "kij,kij->k", "ij,j->", "i,i"]
+
+
+def _einsum_operands(subscripts, m, v, u, t):
+    by_subs = {"ij": m, "ji": m, "j": v, "i": u, "kij": t}
+    return [by_subs[s] for s in subscripts.split("->")[0].split(",")]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int8, np.bool_])
+@pytest.mark.parametrize("subscripts", EINSUMS)
+def test_einsums_are_numpys(subscripts, dtype):
+    """NumPy's einsum (its dtype: int8 stays int8, wrapping as NumPy's does; bools are
+    logical), operands broadcast over every letter, summed over those the output lacks."""
+    m, v, u, t = rows(M, K, seed=13), rows(K, seed=14), rows(M, seed=15), rows(2, M, K, seed=16)
+    if subscripts == "i,i":
+        v = u
+    ops = [a > 0 if dtype == np.bool_ else a.astype(dtype)
+           for a in _einsum_operands(subscripts, m, v, u, t)]
+    check(lambda *a: np.einsum(subscripts, *a), *ops,
+          rtol=4e-3 if dtype == np.float16 else 1e-5)
+
+
 def test_a_matrix_vector_product_is_one_kernel():
     m, v = rows(64, 256), rows(256)
     assert len(nm.jit(lambda m, v: m @ v).lower(m, v).kernels) == 1
     assert len(nm.jit(lambda m, v: v @ m.T).lower(m, v).kernels) == 1
+    assert len(nm.jit(lambda m, v: np.einsum("ij,j->i", m, v)).lower(m, v).kernels) == 1
 
 
 # ---- norms -----------------------------------------------------------------------------

@@ -61,6 +61,18 @@ TRACE_CASES = [
     ("average_len", lambda x: np.average(x, axis=0, weights=x[0]), nm.ShapeError,  # at:average_len
      r"length of weights"),
     ("round_bool", lambda x: np.round(x > 0, 1), nm.TraceError, r"bools"),  # at:round_bool
+    ("einsum_mm", lambda x: np.einsum("ij,kj->ik", x, x), nm.TraceError,  # at:einsum_mm
+     r"matrix product"),
+    ("einsum_diag", lambda x: np.einsum("ii->i", x[:, :3]), nm.TraceError,  # at:einsum_diag
+     r"repeated in 'ii'"),
+    ("einsum_dots", lambda x: np.einsum("...j->...", x), nm.TraceError,  # at:einsum_dots
+     r"'\.\.\.' is not supported"),
+    ("einsum_rank", lambda x: np.einsum("ijk->i", x), nm.ShapeError,  # at:einsum_rank
+     r"subscripts 'ijk' for an operand of shape \(3, 4\)"),
+    ("einsum_sizes", lambda x: np.einsum("ij,ij->i", x, x[:, :3]), nm.ShapeError,  # at:einsum_sizes
+     r"letter 'j' has sizes 4 and 3"),
+    ("einsum_out", lambda x: np.einsum("ij->k", x), nm.TraceError,  # at:einsum_out
+     r"output subscripts 'k'"),
     ("dot", lambda x: np.dot(x, x.T), nm.TraceError, r"np\.dot\b"),  # at:dot
     ("method", lambda x: x.cumsum(axis=1), nm.TraceError, r"\.cumsum\b"),  # at:method
     ("ufunc_reduce", lambda x: np.add.reduce(x, axis=1), nm.TraceError,  # at:ufunc_reduce
