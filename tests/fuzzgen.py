@@ -543,7 +543,8 @@ class _Builder:
         r = self.r
         a = self._pick(lambda v: v.ndim >= 1 and v.val.size > 1 and v.depth < self.MAX_DEPTH)
         n, axis = a.name, r.randrange(-a.ndim, a.ndim)
-        kind = r.choice(["masked", "masked", "norm", "product", "average", "nanvar", "round"])
+        kind = r.choice(["masked", "masked", "norm", "product", "average", "nanvar", "round",
+                         "einsum"])
         if kind == "masked":
             cond = self._threshold(a.fval, n, None)
             red = r.choice(["sum", "mean", "var", "std", "max", "min"])
@@ -566,6 +567,14 @@ class _Builder:
                             ([f"np.tanh({n}[:, 0]) @ {n}"] if a.ndim == 2 else []))
         elif kind == "average":
             call = f"np.average({n}, axis={axis}, weights=np.abs(np.tanh({n})) + 0.5)"
+        elif kind == "einsum":
+            subs = "abcd"[:a.ndim]
+            kept = subs.replace(subs[axis], "")
+            row = f"{n}[{', '.join(['0'] * (a.ndim - 1))}]"      # a vector along the last axis
+            call = r.choice([f"np.einsum('{subs},{subs}->{kept}', {n}, np.tanh({n}))",
+                             f"np.einsum('{subs}->{kept[::-1]}', {n})",
+                             f"np.einsum('{subs},{subs[-1]}->{kept}', {n}, np.cos({row}))"
+                             if a.ndim > 1 else f"np.einsum('{subs},{subs}', {n}, {n})"])
         elif kind == "nanvar":
             call = f"np.{r.choice(['nanvar', 'nanstd'])}({n}, axis={axis})"
         else:
