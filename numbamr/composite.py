@@ -78,13 +78,46 @@ def _vector_product(a, b, name):
     if a.shape[-1] != b.shape[k_axis]:
         raise ShapeError(f"np.{name}: shapes {a.shape} and {b.shape} are not aligned "
                          f"({a.shape[-1]} != {b.shape[k_axis]})", user_loc())
-    res_dt = np.result_type(a.dtype, b.dtype)
     if b.ndim > 1:
         a = reshape(a, (a.shape[0], 1))
+    return _summed_products(a, b, k_axis)
+
+
+def _summed_products(a, b, axis):
+    """sum(a * b) along ``axis`` of their broadcast in NumPy's dtype for a dot product: the
+    operands' common one (int8 stays int8), float16 multiplied and summed in float32, and
+    for bools any(a & b)."""
+    res_dt = np.result_type(a.dtype, b.dtype)
     if res_dt == dtypes.BOOL:
-        return any_(logical_and(a, b), k_axis)
+        return any_(logical_and(a, b), axis)
     acc = dtypes.compute_dtype(res_dt) if dtypes.is_float(res_dt) else res_dt
-    return sum_(multiply(astype(a, acc), astype(b, acc)), k_axis, dtype=res_dt)
+    return sum_(multiply(astype(a, acc), astype(b, acc)), axis, dtype=res_dt)
+
+
+def vecdot(x1, x2, axis=-1):
+    """np.vecdot (and np.linalg.vecdot): the dot product of vectors along ``axis``."""
+    return _summed_products(_traced(x1, "vecdot"), _traced(x2, "vecdot"), axis)
+
+
+vecdot.keywords = ("axis",)        # a gufunc keyword numbamr takes (see Tracer.__array_ufunc__)
+
+
+def matvec(x1, x2):
+    """np.matvec: matrices (..., m, n) times vectors (..., n)."""
+    x1, x2 = _traced(x1, "matvec"), _traced(x2, "matvec")
+    if x1.ndim < 2 or x2.ndim < 1:
+        raise ShapeError(f"np.matvec of shapes {x1.shape} and {x2.shape}: a matrix and a "
+                         "vector are needed", user_loc())
+    return _summed_products(x1, reshape(x2, x2.shape[:-1] + (1, x2.shape[-1])), -1)
+
+
+def vecmat(x1, x2):
+    """np.vecmat: vectors (..., n) times matrices (..., n, m)."""
+    x1, x2 = _traced(x1, "vecmat"), _traced(x2, "vecmat")
+    if x1.ndim < 1 or x2.ndim < 2:
+        raise ShapeError(f"np.vecmat of shapes {x1.shape} and {x2.shape}: a vector and a "
+                         "matrix are needed", user_loc())
+    return _summed_products(reshape(x1, x1.shape + (1,)), x2, -2)
 
 
 def matmul(a, b, out=None, **kw):
@@ -215,6 +248,23 @@ def _matrix_norm(x, ord, axes, keepdims):
     return r if keepdims else reshape(r, [s for i, s in enumerate(r.shape) if i not in axes])
 
 
+def vector_norm(x, axis=None, keepdims=False, ord=2):
+    """np.linalg.vector_norm: over ``axis`` (an int, a tuple, or None for everything)."""
+    x = _prepare(x, "vector_norm")
+    return _vector_norm(x if dtypes.is_float(x.dtype) else astype(x, dtypes.FLOAT64), ord,
+                        axis, keepdims)
+
+
+def matrix_norm(x, keepdims=False, ord="fro"):
+    """np.linalg.matrix_norm: over the last two axes."""
+    x = _prepare(x, "matrix_norm")
+    if x.ndim < 2:
+        raise ShapeError(f"np.linalg.matrix_norm of shape {x.shape}: at least two dimensions "
+                         "are needed", user_loc())
+    x = x if dtypes.is_float(x.dtype) else astype(x, dtypes.FLOAT64)
+    return _matrix_norm(x, ord, (x.ndim - 2, x.ndim - 1), keepdims)
+
+
 def norm(x, ord=None, axis=None, keepdims=False):
     """np.linalg.norm: vector norms along one axis, matrix norms over two (Frobenius, 1,
     inf and their negatives), the 2-norm of everything for axis=None and ord=None."""
@@ -334,6 +384,10 @@ def nanstd(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
 
 UFUNCS = {np.rint: rint, np.signbit: signbit, np.matmul: matmul}
+# NumPy 2's vector gufuncs, where this NumPy has them
+UFUNCS.update({getattr(np, name): fn for name, fn in
+               (("vecdot", vecdot), ("matvec", matvec), ("vecmat", vecmat))
+               if hasattr(np, name)})
 
 FUNCTIONS = {
     np.round: around, np.around: around, np.dot: dot, np.inner: inner, np.einsum: einsum,
@@ -341,6 +395,10 @@ FUNCTIONS = {
     np.ones_like: ones_like, np.empty_like: empty_like, np.full_like: full_like,
     np.nanprod: nanprod, np.nanvar: nanvar, np.nanstd: nanstd,
 }
+FUNCTIONS.update({getattr(np.linalg, name): fn for name, fn in
+                  (("vecdot", vecdot), ("vector_norm", vector_norm),
+                   ("matrix_norm", matrix_norm)) if hasattr(np.linalg, name)})
 
-__all__ = ["rint", "around", "signbit", "matmul", "dot", "inner", "einsum", "norm", "average",
+__all__ = ["rint", "around", "signbit", "matmul", "dot", "inner", "einsum", "vecdot", "matvec",
+           "vecmat", "norm", "vector_norm", "matrix_norm", "average",
            "zeros_like", "ones_like", "empty_like", "full_like", "nanprod", "nanvar", "nanstd"]

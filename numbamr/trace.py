@@ -206,10 +206,11 @@ class Tracer:
                              "supported: return the result instead", user_loc())
         dtype = kwargs.pop("dtype", None)
         kwargs.pop("casting", None)
+        taken = {k: kwargs.pop(k) for k in getattr(fn, "keywords", ()) if k in kwargs}
         if kwargs:
             raise TraceError(f"np.{ufunc.__name__}: arguments {sorted(kwargs)} are not supported",
                              user_loc())
-        result = fn(*inputs)
+        result = fn(*inputs, **taken)
         return astype(result, dtype) if dtype is not None else result
 
     def __array_function__(self, func, types, args, kwargs):

@@ -119,6 +119,30 @@ def test_einsums_are_numpys(subscripts, dtype):
           rtol=4e-3 if dtype == np.float16 else 1e-5)
 
 
+NUMPY2_PRODUCTS = [
+    ("vecdot", lambda m, v, u, t: np.vecdot(m, v)),
+    ("vecdot_axis", lambda m, v, u, t: np.vecdot(t, t, axis=1)),
+    ("linalg_vecdot", lambda m, v, u, t: np.linalg.vecdot(t, m)),
+    ("matvec", lambda m, v, u, t: np.matvec(t, v)),
+    ("vecmat", lambda m, v, u, t: np.vecmat(u, t)),
+    ("vector_norm", lambda m, v, u, t: np.linalg.vector_norm(t, axis=(0, 2), ord=3)),
+    ("vector_norm_all", lambda m, v, u, t: np.linalg.vector_norm(m, keepdims=True)),
+    ("matrix_norm", lambda m, v, u, t: np.linalg.matrix_norm(t, ord=np.inf)),
+]
+
+
+@pytest.mark.skipif(not hasattr(np, "matvec"), reason="NumPy 2.2 or newer has np.matvec")
+@pytest.mark.parametrize("dtype", [np.float32, np.int8, np.bool_])
+@pytest.mark.parametrize("name, fn", NUMPY2_PRODUCTS, ids=[p[0] for p in NUMPY2_PRODUCTS])
+def test_numpy2_vector_functions_are_numpys(name, fn, dtype):
+    m, v, u, t = rows(M, K, seed=17), rows(K, seed=18), rows(M, seed=19), rows(2, M, K, seed=20)
+    if dtype == np.bool_:
+        m, v, u, t = m > 0, v > 0, u > 0, t > 0
+    else:
+        m, v, u, t = (a.astype(dtype) for a in (m, v, u, t))
+    check(fn, m, v, u, t)
+
+
 def test_a_matrix_vector_product_is_one_kernel():
     m, v = rows(64, 256), rows(256)
     assert len(nm.jit(lambda m, v: m @ v).lower(m, v).kernels) == 1
