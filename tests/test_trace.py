@@ -711,6 +711,16 @@ def test_reductions_with_where_and_initial_are_numpys(name, fn, dtype):
         check(fn, x, m, rtol=4e-3 if dtype == np.float16 else 1e-5)
 
 
+def test_a_masked_softmax_is_one_kernel():
+    def masked_softmax(x, m):
+        e = np.exp(x - x.max(axis=-1, keepdims=True, where=m, initial=-np.inf)) * m
+        return e / e.sum(axis=-1, keepdims=True)
+    x = f32(64, 256, seed=38)
+    m = f32(64, 256, seed=39) > -0.5
+    assert len(nm.jit(masked_softmax).lower(x, m).kernels) == 1
+    check(masked_softmax, x, m)
+
+
 def test_reduction_over_size1_axes():
     x = f32(3, 1, 7, seed=33)
     check(lambda x: x.sum(axis=1), x)
