@@ -13,8 +13,8 @@ from . import dtypes
 from .errors import TraceError, ShapeError, user_loc
 from .trace import (Tracer, _traced, _prepare, _as_float, _const, _wrap, _float_fmod, _no_out,
                     _no_kw, normalize_axis, normalize_axes, absolute, add, amax, amin, any_,
-                    astype, broadcast_to, copysign, equal, floor, greater, isnan, less,
-                    logical_and, logical_not, logical_or, mean, multiply, not_equal, power,
+                    astype, broadcast_to, copysign, equal, floor, greater, less,
+                    logical_and, logical_or, mean, multiply, not_equal, not_nan, power,
                     prod, reshape, sqrt, subtract, sum_, transpose, true_divide, var, where)
 
 
@@ -353,17 +353,14 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
 
 
 # ---- NaN-skipping reductions -----------------------------------------------------------
-def _not_nan(x, where_):
-    keep = logical_not(isnan(x))
-    return keep if where_ is True else logical_and(keep, where_)
-
-
-def nanprod(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def nanprod(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True,
+            **kw):
     _no_out(out, "nanprod")
     _no_kw(kw, "nanprod")
     x = _prepare(x, "nanprod")
-    x = where(isnan(x), 1, x) if dtypes.is_float(x.dtype) else x
-    return prod(x, axis, dtype, keepdims=keepdims)
+    if dtypes.is_float(x.dtype):
+        where = not_nan(x, where)
+    return prod(x, axis, dtype, keepdims=keepdims, initial=initial, where=where)
 
 
 def nanvar(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
@@ -372,7 +369,7 @@ def nanvar(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     _no_kw(kw, "nanvar")
     x = _prepare(x, "nanvar")
     if dtypes.is_float(x.dtype):
-        where = _not_nan(x, where)
+        where = not_nan(x, where)
     return var(x, axis, dtype, ddof=ddof, keepdims=keepdims, where=where)
 
 

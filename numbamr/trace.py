@@ -1070,46 +1070,52 @@ def _nan_to(x, value):
     return where(isnan(x), value, x) if dtypes.is_float(x.dtype) else x
 
 
-def nansum(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def not_nan(x, mask=True):
+    """Where ``x`` is not NaN (and ``mask`` holds): the mask of the NaN-skipping reductions."""
+    keep = logical_not(isnan(x))
+    return keep if mask is True else logical_and(keep, mask)
+
+
+def nansum(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True,
+           **kw):
     _no_out(out, "nansum")
     _no_kw(kw, "nansum")
     x = _prepare(x, "nansum")
-    return sum_(_nan_to(x, 0), axis, dtype, keepdims=keepdims)
+    return sum_(_nan_to(x, 0), axis, dtype, keepdims=keepdims, initial=initial, where=where)
 
 
-def _nan_minmax(x, axis, keepdims, name, fill, reduce):
-    """NaN only where every value along the axes is NaN (NumPy warns there)."""
+def _nan_minmax(x, axis, keepdims, name, fill, reduce, initial, mask):
+    """NaN only where every value along the axes is NaN (NumPy warns there); with an
+    ``initial``, NaNs are skipped like masked values and such rows give ``initial``."""
     x = _prepare(x, name)
     if not dtypes.is_float(x.dtype):
-        return reduce(x, axis, keepdims=keepdims)
-    r = reduce(_nan_to(x, fill), axis, keepdims=keepdims)
+        return reduce(x, axis, keepdims=keepdims, initial=initial, where=mask)
+    if initial is not None:
+        return reduce(x, axis, keepdims=keepdims, initial=initial, where=not_nan(x, mask))
+    r = reduce(_nan_to(x, fill), axis, keepdims=keepdims, where=mask)   # a mask raises here
     return where(all_(isnan(x), axis, keepdims=keepdims), np.nan, r)
 
 
-def nanmax(x, axis=None, out=None, keepdims=False, **kw):
+def nanmax(x, axis=None, out=None, keepdims=False, initial=None, where=True, **kw):
     _no_out(out, "nanmax")
     _no_kw(kw, "nanmax")
-    return _nan_minmax(x, axis, keepdims, "nanmax", -np.inf, amax)
+    return _nan_minmax(x, axis, keepdims, "nanmax", -np.inf, amax, initial, where)
 
 
-def nanmin(x, axis=None, out=None, keepdims=False, **kw):
+def nanmin(x, axis=None, out=None, keepdims=False, initial=None, where=True, **kw):
     _no_out(out, "nanmin")
     _no_kw(kw, "nanmin")
-    return _nan_minmax(x, axis, keepdims, "nanmin", np.inf, amin)
+    return _nan_minmax(x, axis, keepdims, "nanmin", np.inf, amin, initial, where)
 
 
-def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, **kw):
+def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=True, **kw):
     """The mean of the values that are not NaN (NaN where there are none)."""
     _no_out(out, "nanmean")
     _no_kw(kw, "nanmean")
     x = _prepare(x, "nanmean")
-    if not dtypes.is_float(x.dtype):
-        return mean(x, axis, dtype, keepdims=keepdims)
-    res_dt = _mean_dtype(x, dtype)
-    acc_dt = dtypes.compute_dtype(res_dt)
-    total = sum_(_nan_to(astype(x, acc_dt), 0), axis, keepdims=keepdims)
-    count = sum_(logical_not(isnan(x)), axis, keepdims=keepdims)
-    return astype(true_divide(total, astype(count, acc_dt)), res_dt)
+    if dtypes.is_float(x.dtype):
+        where = not_nan(x, where)
+    return mean(x, axis, dtype, keepdims=keepdims, where=where)
 
 
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):

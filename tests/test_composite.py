@@ -221,6 +221,25 @@ def test_nan_prod_var_std_are_numpys(dtype):
                      np.nanstd(x)), x, rtol=4e-3 if dtype == np.float16 else 1e-5)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.int32])
+def test_nan_reductions_with_where_and_initial_are_numpys(dtype):
+    """NaN-skipping reductions with NumPy's where= and initial=: with an initial, rows of
+    nothing but NaN (or masked values) give it; without, nanmax of such a row is NaN."""
+    x = rows(6, 120, seed=21, scale=1.0).astype(dtype)
+    m = rows(6, 120, seed=22) > -1.0
+    if dtype != np.int32:
+        x[1, ::3] = np.nan
+        x[2] = np.nan
+    m[3] = False
+    check(lambda x, m: (np.nansum(x, axis=1, where=m, initial=2.5),
+                        np.nanmean(x, axis=1, where=m),
+                        np.nanmax(x, axis=1, initial=-4.0),
+                        np.nanmin(x, axis=0, where=m, initial=4.0),
+                        np.nanmax(x, axis=1),
+                        np.nanprod(x[:, :10], axis=1, where=m[:, :10], initial=0.5)),
+          x, m, rtol=4e-3 if dtype == np.float16 else 1e-5)
+
+
 @pytest.mark.parametrize("fn", [np.exp, np.hypot, np.signbit, np.sum, np.max, np.nanmax,
                                 np.std, np.linalg.norm, np.average, np.round],
                          ids=lambda f: f.__name__)

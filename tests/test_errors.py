@@ -155,6 +155,8 @@ TRACE_CASES = [
     # keywords of reductions: masks, starting values, and ones numbamr does not know
     ("max_where", lambda x: x.max(axis=1, where=x > 0), nm.TraceError,  # at:max_where
      r"'maximum' does not have an identity.*initial"),
+    ("nanmax_where", lambda x: np.nanmax(x, axis=1, where=x > 0), nm.TraceError,  # at:nanmax_where
+     r"'maximum' does not have an identity.*initial"),
     ("where_float", lambda x: x.sum(axis=1, where=x), nm.TraceError,  # at:where_float
      r"sum\(where=\.\.\.\): the mask has dtype float32; it must be bool"),
     ("where_shape", lambda x: x.mean(axis=1, where=(x > 0)[:, :2]), nm.ShapeError,  # at:where_shape
