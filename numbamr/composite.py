@@ -14,7 +14,7 @@ from .errors import TraceError, ShapeError, user_loc
 from .trace import (Tracer, _traced, _prepare, _as_float, _const, _wrap, _float_fmod, _no_out,
                     _no_kw, normalize_axis, normalize_axes, absolute, add, amax, amin, any_,
                     astype, broadcast_to, copysign, equal, floor, greater, less,
-                    logical_and, logical_or, mean, multiply, not_equal, not_nan, power,
+                    logical_and, logical_or, mean, multiply, nan_skipping, not_equal, power,
                     prod, reshape, sqrt, subtract, sum_, transpose, true_divide, var, where)
 
 
@@ -355,22 +355,14 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
 # ---- NaN-skipping reductions -----------------------------------------------------------
 def nanprod(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True,
             **kw):
-    _no_out(out, "nanprod")
-    _no_kw(kw, "nanprod")
-    x = _prepare(x, "nanprod")
-    if dtypes.is_float(x.dtype):
-        where = not_nan(x, where)
-    return prod(x, axis, dtype, keepdims=keepdims, initial=initial, where=where)
+    x, mask = nan_skipping(x, where, "nanprod", out, kw)
+    return prod(x, axis, dtype, keepdims=keepdims, initial=initial, where=mask)
 
 
 def nanvar(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
     """The variance of the values that are not NaN (NaN where fewer than ddof + 1 are)."""
-    _no_out(out, "nanvar")
-    _no_kw(kw, "nanvar")
-    x = _prepare(x, "nanvar")
-    if dtypes.is_float(x.dtype):
-        where = not_nan(x, where)
-    return var(x, axis, dtype, ddof=ddof, keepdims=keepdims, where=where)
+    x, mask = nan_skipping(x, where, "nanvar", out, kw)
+    return var(x, axis, dtype, ddof=ddof, keepdims=keepdims, where=mask)
 
 
 def nanstd(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):

@@ -1076,6 +1076,15 @@ def not_nan(x, mask=True):
     return keep if mask is True else logical_and(keep, mask)
 
 
+def nan_skipping(x, mask, name, out, kw):
+    """(``x`` checked as the input of ``name``, the mask that skips its NaNs): the common
+    start of the NaN-skipping reductions, after refusing ``out=`` and unknown keywords."""
+    _no_out(out, name)
+    _no_kw(kw, name)
+    x = _prepare(x, name)
+    return x, (not_nan(x, mask) if dtypes.is_float(x.dtype) else mask)
+
+
 def nansum(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True,
            **kw):
     _no_out(out, "nansum")
@@ -1110,12 +1119,8 @@ def nanmin(x, axis=None, out=None, keepdims=False, initial=None, where=True, **k
 
 def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=True, **kw):
     """The mean of the values that are not NaN (NaN where there are none)."""
-    _no_out(out, "nanmean")
-    _no_kw(kw, "nanmean")
-    x = _prepare(x, "nanmean")
-    if dtypes.is_float(x.dtype):
-        where = not_nan(x, where)
-    return mean(x, axis, dtype, keepdims=keepdims, where=where)
+    x, mask = nan_skipping(x, where, "nanmean", out, kw)
+    return mean(x, axis, dtype, keepdims=keepdims, where=mask)
 
 
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
