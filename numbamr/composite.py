@@ -5,15 +5,16 @@ and fused as the user's own are (``x @ v`` and a weighted average are one kernel
 
 ``trace.py`` registers them (``UFUNCS``, ``FUNCTIONS``) when it is imported.
 """
+import functools
 import numbers
 
 import numpy as np
 
 from . import dtypes
 from .errors import TraceError, ShapeError, user_loc
-from .trace import (Tracer, _traced, _prepare, _as_float, _const, _wrap, _float_fmod, _no_out,
-                    _no_kw, normalize_axis, normalize_axes, absolute, add, amax, amin, any_,
-                    astype, broadcast_to, copysign, equal, floor, greater, less,
+from .trace import (Tracer, _traced, _prepare, _as_float, _const, _count, _wrap, _float_fmod,
+                    _no_out, _no_kw, normalize_axis, normalize_axes, absolute, add, amax, amin,
+                    any_, astype, broadcast_to, copysign, equal, floor, greater, less,
                     logical_and, logical_or, mean, multiply, nan_skipping, not_equal, power,
                     prod, reshape, sqrt, subtract, sum_, transpose, true_divide, var, where)
 
@@ -80,23 +81,25 @@ def _vector_product(a, b, name):
                          f"({a.shape[-1]} != {b.shape[k_axis]})", user_loc())
     if b.ndim > 1:
         a = reshape(a, (a.shape[0], 1))
-    return _summed_products(a, b, k_axis)
+    return _summed_products([a, b], (k_axis,))
 
 
-def _summed_products(a, b, axis):
-    """sum(a * b) along ``axis`` of their broadcast in NumPy's dtype for a dot product: the
-    operands' common one (int8 stays int8), float16 multiplied and summed in float32, and
-    for bools any(a & b)."""
-    res_dt = np.result_type(a.dtype, b.dtype)
+def _summed_products(operands, axes):
+    """The operands' broadcast product summed over ``axes`` (an empty tuple: the product
+    itself), in NumPy's dtype for a dot product: the operands' common one (int8 stays int8),
+    float16 multiplied and summed in float32, and for bools an any() of their and."""
+    res_dt = np.result_type(*[x.dtype for x in operands])
     if res_dt == dtypes.BOOL:
-        return any_(logical_and(a, b), axis)
+        total = functools.reduce(logical_and, operands)
+        return any_(total, axes) if axes else total
     acc = dtypes.compute_dtype(res_dt) if dtypes.is_float(res_dt) else res_dt
-    return sum_(multiply(astype(a, acc), astype(b, acc)), axis, dtype=res_dt)
+    total = functools.reduce(multiply, [astype(x, acc) for x in operands])
+    return sum_(total, axes, dtype=res_dt) if axes else astype(total, res_dt)
 
 
 def vecdot(x1, x2, axis=-1):
     """np.vecdot (and np.linalg.vecdot): the dot product of vectors along ``axis``."""
-    return _summed_products(_traced(x1, "vecdot"), _traced(x2, "vecdot"), axis)
+    return _summed_products([_traced(x1, "vecdot"), _traced(x2, "vecdot")], (axis,))
 
 
 vecdot.keywords = ("axis",)        # a gufunc keyword numbamr takes (see Tracer.__array_ufunc__)
@@ -108,7 +111,7 @@ def matvec(x1, x2):
     if x1.ndim < 2 or x2.ndim < 1:
         raise ShapeError(f"np.matvec of shapes {x1.shape} and {x2.shape}: a matrix and a "
                          "vector are needed", user_loc())
-    return _summed_products(x1, reshape(x2, x2.shape[:-1] + (1, x2.shape[-1])), -1)
+    return _summed_products([x1, reshape(x2, x2.shape[:-1] + (1, x2.shape[-1]))], (-1,))
 
 
 def vecmat(x1, x2):
@@ -117,7 +120,7 @@ def vecmat(x1, x2):
     if x1.ndim < 1 or x2.ndim < 2:
         raise ShapeError(f"np.vecmat of shapes {x1.shape} and {x2.shape}: a vector and a "
                          "matrix are needed", user_loc())
-    return _summed_products(reshape(x1, x1.shape + (1,)), x2, -2)
+    return _summed_products([reshape(x1, x1.shape + (1,)), x2], (-2,))
 
 
 def matmul(a, b, out=None, **kw):
@@ -189,29 +192,20 @@ def einsum(subscripts, *operands, optimize=False, **kw):
         raise TraceError(f"np.einsum({subscripts!r}) is a matrix product, not a reduction "
                          "kernel; a product with a vector is (e.g. 'ij,j->i')", user_loc())
     letters = sorted(set("".join(ins)), key="".join(ins).index)
-    size = {}
+    size = {}           # each letter's size other than 1 (size 1 broadcasts)
     for subs, x in zip(ins, operands):
         for c, n in zip(subs, x.shape):
-            if size.get(c, n) != n and 1 not in (n, size[c]):
+            if n != 1 and size.setdefault(c, n) != n:
                 raise ShapeError(f"np.einsum: letter {c!r} has sizes {size[c]} and {n}",
                                  user_loc())
-            size[c] = n if size.get(c, 1) == 1 else size[c]
-    res_dt = np.result_type(*[x.dtype for x in operands])
-    acc = dtypes.compute_dtype(res_dt) if dtypes.is_float(res_dt) else res_dt
-    total = None
+    spread = []         # each operand over every letter (1 where it lacks one)
     for subs, x in zip(ins, operands):
         ordered = sorted(subs, key=letters.index)
         x = transpose(x, [subs.index(c) for c in ordered])
-        x = reshape(x, [x.shape[ordered.index(c)] if c in subs else 1 for c in letters])
-        x = x if res_dt == dtypes.BOOL else astype(x, acc)
-        total = x if total is None else (logical_and if res_dt == dtypes.BOOL
-                                         else multiply)(total, x)
-    total = broadcast_to(total, [size[c] for c in letters])
-    summed = tuple(i for i, c in enumerate(letters) if c not in out)
-    if res_dt == dtypes.BOOL:
-        r = any_(total, summed) if summed else total
-    else:
-        r = sum_(total, summed, dtype=res_dt) if summed else astype(total, res_dt)
+        spread.append(reshape(x, [x.shape[ordered.index(c)] if c in subs else 1
+                                  for c in letters]))
+    # every letter's size is some operand's, so the product has the full shape
+    r = _summed_products(spread, tuple(i for i, c in enumerate(letters) if c not in out))
     kept = [c for c in letters if c in out]
     return transpose(r, [kept.index(c) for c in out]) if kept != list(out) else r
 
@@ -248,29 +242,30 @@ def _matrix_norm(x, ord, axes, keepdims):
     return r if keepdims else reshape(r, [s for i, s in enumerate(r.shape) if i not in axes])
 
 
+def _norm_input(x, name):
+    """``x`` as NumPy's norms take it: floats as they are, integers and bools as float64."""
+    x = _prepare(x, name)
+    return x if dtypes.is_float(x.dtype) else astype(x, dtypes.FLOAT64)
+
+
 def vector_norm(x, axis=None, keepdims=False, ord=2):
     """np.linalg.vector_norm: over ``axis`` (an int, a tuple, or None for everything)."""
-    x = _prepare(x, "vector_norm")
-    return _vector_norm(x if dtypes.is_float(x.dtype) else astype(x, dtypes.FLOAT64), ord,
-                        axis, keepdims)
+    return _vector_norm(_norm_input(x, "vector_norm"), ord, axis, keepdims)
 
 
 def matrix_norm(x, keepdims=False, ord="fro"):
     """np.linalg.matrix_norm: over the last two axes."""
-    x = _prepare(x, "matrix_norm")
+    x = _norm_input(x, "matrix_norm")
     if x.ndim < 2:
         raise ShapeError(f"np.linalg.matrix_norm of shape {x.shape}: at least two dimensions "
                          "are needed", user_loc())
-    x = x if dtypes.is_float(x.dtype) else astype(x, dtypes.FLOAT64)
     return _matrix_norm(x, ord, (x.ndim - 2, x.ndim - 1), keepdims)
 
 
 def norm(x, ord=None, axis=None, keepdims=False):
     """np.linalg.norm: vector norms along one axis, matrix norms over two (Frobenius, 1,
     inf and their negatives), the 2-norm of everything for axis=None and ord=None."""
-    x = _prepare(x, "norm")
-    if not dtypes.is_float(x.dtype):
-        x = astype(x, dtypes.FLOAT64)
+    x = _norm_input(x, "norm")
     if axis is None and ord is None:
         return sqrt(sum_(multiply(x, x), None, keepdims=keepdims))
     if axis is None:
@@ -310,8 +305,7 @@ def average(a, axis=None, weights=None, returned=False, *, keepdims=False):
     a = _prepare(a, "average")
     if weights is None:
         avg = mean(a, axis, keepdims=keepdims)
-        count = int(np.prod([a.shape[i] for i in normalize_axes(axis, a.ndim)]))
-        scale = _like(avg, count, avg.dtype)
+        scale = _like(avg, _count(a, normalize_axes(axis, a.ndim)), avg.dtype)
     else:
         w = _weights_along(a, _traced(weights, "average"), axis)
         res_dt = np.result_type(a.dtype, w.dtype, *([] if dtypes.is_float(a.dtype) else
