@@ -1087,34 +1087,26 @@ def nan_skipping(x, mask, name, out, kw):
 
 def nansum(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True,
            **kw):
-    _no_out(out, "nansum")
-    _no_kw(kw, "nansum")
-    x = _prepare(x, "nansum")
-    return sum_(_nan_to(x, 0), axis, dtype, keepdims=keepdims, initial=initial, where=where)
+    x, mask = nan_skipping(x, where, "nansum", out, kw)
+    return sum_(x, axis, dtype, keepdims=keepdims, initial=initial, where=mask)
 
 
-def _nan_minmax(x, axis, keepdims, name, fill, reduce, initial, mask):
+def _nan_minmax(x, axis, keepdims, name, fill, reduce, initial, mask, out, kw):
     """NaN only where every value along the axes is NaN (NumPy warns there); with an
     ``initial``, NaNs are skipped like masked values and such rows give ``initial``."""
-    x = _prepare(x, name)
-    if not dtypes.is_float(x.dtype):
-        return reduce(x, axis, keepdims=keepdims, initial=initial, where=mask)
-    if initial is not None:
-        return reduce(x, axis, keepdims=keepdims, initial=initial, where=not_nan(x, mask))
+    x, keep = nan_skipping(x, mask, name, out, kw)
+    if initial is not None or not dtypes.is_float(x.dtype):
+        return reduce(x, axis, keepdims=keepdims, initial=initial, where=keep)
     r = reduce(_nan_to(x, fill), axis, keepdims=keepdims, where=mask)   # a mask raises here
     return where(all_(isnan(x), axis, keepdims=keepdims), np.nan, r)
 
 
 def nanmax(x, axis=None, out=None, keepdims=False, initial=None, where=True, **kw):
-    _no_out(out, "nanmax")
-    _no_kw(kw, "nanmax")
-    return _nan_minmax(x, axis, keepdims, "nanmax", -np.inf, amax, initial, where)
+    return _nan_minmax(x, axis, keepdims, "nanmax", -np.inf, amax, initial, where, out, kw)
 
 
 def nanmin(x, axis=None, out=None, keepdims=False, initial=None, where=True, **kw):
-    _no_out(out, "nanmin")
-    _no_kw(kw, "nanmin")
-    return _nan_minmax(x, axis, keepdims, "nanmin", np.inf, amin, initial, where)
+    return _nan_minmax(x, axis, keepdims, "nanmin", np.inf, amin, initial, where, out, kw)
 
 
 def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=True, **kw):
