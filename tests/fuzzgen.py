@@ -79,12 +79,13 @@ STREAMS = {
     "extras": "share of steps that use the ufuncs, casts and axis moves the others leave out",
     "ints": "share of inputs that are small integers (int8, uint8, int32, int64)",
     "composites": "share of steps that are masked reductions (where=, initial=), norms, "
-                  "products with a vector, weighted averages, nanvar/nanstd or rounding",
+                  "products with a vector, einsums, weighted averages, nanvar/nanstd or "
+                  "rounding",
 }
 
 
 def add_stream_options(parser):
-    """--arg-reductions, --extras, --ints (see STREAMS) on an argparse parser."""
+    """One option per stream of STREAMS (--arg-reductions, --extras, ...) on ``parser``."""
     for key, text in STREAMS.items():
         parser.add_argument("--" + key.replace("_", "-"), type=float, default=0.0,
                             help=text + " (default 0: the programs of the fixed seeds)")
@@ -556,8 +557,7 @@ class _Builder:
                 call = f"{n}.{red}(axis={axis}, where=({cond}))"
         elif kind == "norm":
             ord_text = r.choice(["", ", 1", ", np.inf", ", 2"])
-            call = f"np.linalg.norm({n}{ord_text}, axis={axis})" if ord_text else \
-                f"np.linalg.norm({n}, axis={axis})"
+            call = f"np.linalg.norm({n}{ord_text}, axis={axis})"
         elif kind == "product":
             if a.ndim < 2:
                 raise Rejected("a product with a vector needs a matrix")
