@@ -1,5 +1,6 @@
 """Shared test helpers: run a program with numbamr and check it against float64 NumPy."""
 import re
+import warnings
 
 import numpy as np
 
@@ -44,6 +45,20 @@ def check_outputs(got, expected_dtype_run, ref, rtol, scale=0.0):
         denom = max(float(np.abs(r64[ok]).max()) if ok.any() else 0.0, scale, 1e-30)
         err = float(np.abs(g64[ok] - r64[ok]).max()) / denom if ok.any() else 0.0
         assert err <= rtol, f"output {i}: relative error {err:.3g} > {rtol:g}"
+
+
+def check(fn, *inputs, ref=None, rtol=1e-5, jitted=None, **static):
+    """``fn`` jitted vs ``ref`` (default: ``fn``) run by NumPy: dtype/shape from a run on the
+    same inputs, values from a run on float64 copies of the float inputs (NumPy's warnings
+    there, such as a mean of nothing, silenced)."""
+    ref = ref or fn
+    got = (jitted or nm.jit(fn))(*inputs, **static)
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        typed = ref(*inputs, **static)
+        exact = ref(*[to_float64(a) for a in inputs], **static)
+    check_outputs(got, typed, exact, rtol)
+    return got
 
 
 def run_and_check(program, inputs, rtol=1e-5, jitted=None, expect_kernels=None):

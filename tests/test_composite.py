@@ -3,23 +3,12 @@ products with a vector, norms, weighted averages, the *_like constructors, nanpr
 nanstd, and NumPy functions jitted directly. Each against NumPy on the same inputs (dtype,
 shape) and on float64 copies (values); kernels run in the simulator without a GPU.
 """
-import warnings
 
 import numpy as np
 import pytest
 
 import numbamr as nm
-from helpers import check_outputs, to_float64, to_host
-
-
-def check(fn, *inputs, rtol=1e-5):
-    got = nm.jit(fn)(*inputs)
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)
-        typed = fn(*inputs)
-        exact = fn(*[to_float64(a) for a in inputs])
-    check_outputs(got, typed, exact, rtol)
-    return got
+from helpers import check, to_host
 
 
 def rows(*shape, dtype=np.float32, seed=0, scale=3.0):
