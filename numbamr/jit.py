@@ -96,8 +96,10 @@ class JitFunction:
         self.__wrapped__ = fn
         self._sig = inspect.signature(fn)
         params = list(self._sig.parameters.values())
-        # plain positional parameters: calls without keywords skip inspect's binding
-        self._simple = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD for p in params)
+        # plain positional parameters: calls without keywords skip inspect's binding (not a
+        # NumPy function's, whose "not given" defaults _bind leaves out)
+        self._simple = all(p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and
+                           p.default is not np._NoValue for p in params)
         self._names = [p.name for p in params]
         self._defaults = [p.default for p in params]
         self._cache = collections.OrderedDict()
@@ -195,7 +197,7 @@ class JitFunction:
         if not self._simple or len(args) > n:
             return None
         values = list(args) + self._defaults[len(args):]
-        if any(v is inspect.Parameter.empty or v is np._NoValue for v in values):
+        if any(v is inspect.Parameter.empty for v in values):
             return None
         return [_Leaf(name, v, arrays.inspect_array(v, name))
                 for name, v in zip(self._names, values)]
