@@ -11,7 +11,7 @@ import pytest
 
 import numbamr as nm
 from conftest import SIMULATOR
-from helpers import has_vector_load, run_and_check, to_host
+from helpers import check, has_vector_load, run_and_check, to_host
 from numbamr.lowering.online import find_fusions
 from numbamr.lowering.options import STREAM_UNROLL, KernelOptions, choose
 from numbamr.runtime.device import clusters_available
@@ -94,15 +94,63 @@ def test_split_rows_with_nan_and_inf_as_numpy():
                   jitted=nm.jit(split=2)(BY_NAME["sum_max_min"].fn))
 
 
-@pytest.mark.parametrize("fn,shape,why", [
-    (lambda x: x.argmax(axis=-1), (4, 256), "arg-reduction"),
-    (lambda x: (x > 0).sum(axis=-1), (4, 256), "floating-point"),
-    (lambda x: x.sum(axis=-1), (4, 200), "do not divide"),
+def _count_of_max(x):
+    return (x == x.max(axis=-1, keepdims=True)).sum(axis=-1)
+
+
+def _argmin_below_max(x):
+    return (x.max(axis=-1, keepdims=True) - x).argmax(axis=-1)
+
+
+# reductions whose partials are integers, bools or (value, index) pairs
+INTEGER_PARTIALS = {
+    "sum": lambda x: x.sum(axis=-1),
+    "argmax_argmin": lambda x: (x.argmax(axis=-1), x.argmin(axis=-1)),
+    "any_all": lambda x: ((x > 2).any(axis=-1), (x > 0).all(axis=-1)),
+    "count_of_max": _count_of_max,              # an integer count after a max: two exchanges
+    "argmin_below_max": _argmin_below_max,      # an arg-reduction after a max
+}
+
+
+def _integer_partial_inputs(rng, rows, cols):
+    """Rows with ties across segments (the first index must win), int64 sums past 2**53,
+    uint64 sums that wrap, and rows whose NaN, only maximum, only value above 2 or only value
+    not above 0 is in the last segment."""
+    small = rng.integers(1, 3, (rows, cols)).astype(np.int32)
+    small[0, -7], small[1 % rows, -9] = 3, 0
+    big = rng.integers(2 ** 52, 2 ** 53, (rows, cols), dtype=np.int64)
+    wraps = rng.integers(2 ** 63, 2 ** 64 - 1, (rows, cols), dtype=np.uint64)
+    floats = rng.standard_normal((rows, cols)).astype(np.float32)
+    floats[0, -5] = np.nan
+    floats[1 % rows, -3] = 100.0
+    return {"int32": small, "int64": big, "uint64": wraps, "float32": floats}
+
+
+@pytest.mark.parametrize("name", INTEGER_PARTIALS)
+@pytest.mark.parametrize("options", [dict(split=4), dict(split=2, cluster=1),
+                                     dict(split=4, threads_per_row=8, rows_per_block=2)],
+                         ids=["s4", "s2-cluster", "s4-row-tiles"])
+def test_integer_and_arg_partials_exchange_exactly(name, options):
+    """Integer, bool and arg-reduction partials cross a split row's exchange as int64 bits
+    (floats as float64 bits): sums exact past 2**53, uint64 sums wrapping as NumPy's, the
+    first of tied maxima and the first NaN winning across segments."""
+    fn = INTEGER_PARTIALS[name]
+    jitted = nm.jit(**options)(fn)
+    for dt, x in _integer_partial_inputs(np.random.default_rng(7), 3, 1024).items():
+        (k,) = _lowered(jitted, (x,))
+        assert k.layout.split == options["split"], dt
+        check(fn, x, jitted=jitted)
+
+
+@pytest.mark.parametrize("fn,shapes,why", [
+    (lambda x: x.sum(axis=-1), [(4, 200)], "do not divide"),
+    (lambda x, y: x.sum(axis=-1) + y.max(axis=-1), [(4, 256), (4, 512)], "more than one loop"),
 ])
-def test_split_refused_with_the_reason(fn, shape, why):
-    x = np.random.default_rng(5).standard_normal(shape).astype(np.float32)
+def test_split_refused_with_the_reason(fn, shapes, why):
+    rng = np.random.default_rng(5)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     with pytest.raises(nm.NumbamrError, match=f"split=4.*{why}"):
-        nm.jit(split=4)(fn).lower(x)
+        nm.jit(split=4)(fn).lower(*inputs)
 
 
 @pytest.mark.parametrize("value", [0, 3, 64, 2.0])
@@ -200,6 +248,30 @@ def test_which_split_rows_use_the_online_forms(options, fused):
 
 
 @pytest.mark.ptx
+def test_integer_and_arg_partials_compile_for_the_gpu():
+    """Integer, bool and (value, index) partials compile in both exchanges of the GPU (a
+    cluster's shared memory, the scratch in global memory) for every integer width, read
+    back as int64 bits, without spills; two-pass integer rows of 65536 are split by the
+    heuristics like float ones."""
+    from test_ptx import lower_for_gpu, compile_report
+    kernels = []
+    for dt in (np.int8, np.uint32, np.int64, np.uint64, np.float16):
+        x = np.empty((1024, 65536), dt)
+        for name, fn in INTEGER_PARTIALS.items():
+            for cluster in (0, 1):
+                (k,) = lower_for_gpu(nm.jit(cluster=cluster)(fn), (x,)).kernels
+                if name in ("count_of_max", "argmin_below_max"):
+                    assert k.layout.split == 8 and k.layout.cluster == bool(cluster), (dt, name)
+                    assert "xload_int(" in k.source, (dt, name)
+                    kernels.append(k)
+        kernels += [lower_for_gpu(nm.jit(split=8, cluster=c)(INTEGER_PARTIALS[n]), (x,))
+                    .kernels[0] for n in ("sum", "argmax_argmin", "any_all") for c in (0, 1)]
+    for k, r in zip(kernels, compile_report(kernels)):
+        assert r["ok"], (k.name, r["error"])
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
+
+
+@pytest.mark.ptx
 @pytest.mark.parametrize("cluster", [0, 1])
 def test_long_two_pass_rows_are_split_and_compile_without_spills(cluster):
     """1024 x 65536 float32: rows that need two passes are split 8 ways (segments of 8192
@@ -264,6 +336,22 @@ def test_split_rows_on_gpu(name, rows, cols, split, cluster):
     first = first if isinstance(first, tuple) else (first,)
     again = again if isinstance(again, tuple) else (again,)
     assert all(np.array_equal(to_host(a), to_host(b)) for a, b in zip(first, again))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", INTEGER_PARTIALS)
+@pytest.mark.parametrize("cluster", [0, 1])
+def test_integer_and_arg_partials_on_gpu(name, cluster):
+    """264 rows of 65536 (split 8 ways: by the heuristics where the row takes two passes,
+    forced otherwise), exact against NumPy for int32/int64/uint64/float32 rows."""
+    fn = INTEGER_PARTIALS[name]
+    two_pass = name in ("count_of_max", "argmin_below_max")
+    jitted = nm.jit(cluster=cluster) if two_pass else nm.jit(split=8, cluster=cluster)
+    jitted = jitted(fn)
+    for dt, x in _integer_partial_inputs(np.random.default_rng(11), 264, 65536).items():
+        (k,) = _lowered(jitted, (x,))
+        assert k.layout.split == 8 and k.layout.cluster == bool(cluster), dt
+        check(fn, x, jitted=jitted)
 
 
 @pytest.mark.gpu

@@ -48,6 +48,10 @@ def _shuffle_dtype(dt):
     return np.dtype(np.float32) if xdt == np.float16 else xdt
 
 
+def _integer_partial(dt):
+    return np.dtype(dt).kind in "biu"
+
+
 def _to_float32_for_bfloat16(text, from_dt):
     """``text`` as a float32 that rounds to the bfloat16 nearest its value: float64 (and
     integers, through float64 as ml_dtypes casts them) rounded to odd, so the one rounding to
@@ -241,12 +245,14 @@ class Emitter:
                     (", mul_rn" if self.rounded else ""))
         if self.dependent:
             head.append("from numbamr.runtime.intrinsics import griddep_launch, griddep_wait")
+        int_partials = ", xload_int" if any(
+            ins.op == "XLOAD" and _integer_partial(ins.dtype) for ins in p.instrs) else ""
         if self.dsmem:
             head.append("from numbamr.runtime.intrinsics import cluster_arrive, cluster_wait, "
-                        "xbar_arm, xbar_wait, xsend")
+                        f"xbar_arm, xbar_wait, xsend{int_partials}")
         elif any(kind == "scratch" for _, kind, _, _ in p.params):
             wait = "sim_phase" if self.target == "sim" else "arrive_and_wait"
-            head.append(f"from numbamr.runtime.{lib} import {wait}, xload, xstore")
+            head.append(f"from numbamr.runtime.{lib} import {wait}, xload, xstore{int_partials}")
         # bfloat16 values come from parameters or from casts inside the kernel
         if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params) or \
                 any(ins.op == "CAST" and dtypes.is_bfloat16(ins.arg) for ins in p.instrs):
@@ -491,8 +497,9 @@ class Emitter:
     # ---- split rows: partials exchanged through memory between the blocks of a row ------
     def declare_cluster_exchange(self):
         """A cluster's exchange buffers: ``xsm[slot][row of the block][block of the row]``
-        (float64 bits) and one mbarrier per exchange, armed for the bytes it brings (every
-        row of every block of the cluster sends each of the exchange's slots)."""
+        (floats as float64 bits, integers and bools as int64) and one mbarrier per exchange,
+        armed for the bytes it brings (every row of every block of the cluster sends each of
+        the exchange's slots)."""
         split, rb = self.p.layout.split, self.p.layout.rows_per_block
         slots = {}                      # exchange -> its slots
         for ins in self.p.instrs:
@@ -526,9 +533,15 @@ class Emitter:
 
     def op_xload(self, ins):
         index, slot, block = ins.arg
-        got = f"xsm[{self._xsm_index(slot, block)}]" if self.dsmem else \
-            f"xload({ins.srcs[-1]}, {index})"
-        self.line(f"{ins.out[0]} = {_cast_text(got, ins.dtype)}")
+        buf, at = ("xsm", self._xsm_index(slot, block)) if self.dsmem else (ins.srcs[-1], index)
+        if _integer_partial(ins.dtype):     # crossed as an int64 (runtime.intrinsics.xstore)
+            got = f"xload_int({buf}, {at})"
+            read_as = np.dtype(np.int64)
+        else:                               # as a float64's bits
+            got = f"xsm[{at}]" if self.dsmem else f"xload({buf}, {at})"
+            read_as = np.dtype(np.float64)
+        dt = np.dtype(ins.dtype)
+        self.line(f"{ins.out[0]} = {got if dt == read_as else _cast_text(got, dt)}")
 
     def op_xsync(self, ins):
         """Wait until every block of the row has published exchange ``j``. The simulator

@@ -84,9 +84,9 @@ _RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {
     "f32_to_bf16", "f64_to_f32_odd", "boolean", "int8", "int16", "int32",
     "int64", "uint8", "uint16", "uint32", "uint64", "float16", "float32", "float64",
     "_hi", "_nn", "_d", "_mn", "_cmu", "_cm2", "_take",       # the emitter's scratch names
-    "xsm", "xbar", "xload", "xstore", "xsend", "xbar_arm", "xbar_wait", "cluster_arrive",
-    "cluster_wait", "arrive_and_wait", "sim_phase", "fmax_nan", "fmin_nan", "griddep_wait",
-    "griddep_launch"}
+    "xsm", "xbar", "xload", "xload_int", "xstore", "xsend", "xbar_arm", "xbar_wait",
+    "cluster_arrive", "cluster_wait", "arrive_and_wait", "sim_phase", "fmax_nan", "fmin_nan",
+    "griddep_wait", "griddep_launch"}
 
 
 # shared-memory partials combined without a loop (see combine_partials): a row layout has at

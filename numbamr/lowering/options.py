@@ -7,7 +7,7 @@ from dataclasses import dataclass, fields, replace
 import numpy as np
 
 from ..errors import ArgumentError
-from ..ops import Op, ReduceKind
+from ..ops import Op
 from .kernel import walk
 from . import symbolic as sym
 
@@ -322,11 +322,6 @@ def _splittable(kernel, forced):
     """Why the rows of ``kernel`` cannot be split across blocks, or None if they can."""
     if len(kernel.groups) != 1:
         return "its rows have more than one loop"
-    for r in kernel.reduces:
-        if r.kind in (ReduceKind.ARGMAX, ReduceKind.ARGMIN):
-            return "an arg-reduction's partials are not exchanged between blocks"
-        if np.dtype(r.dtype).kind != "f" or np.dtype(r.body.dtype).kind != "f":
-            return "only floating-point partials are exchanged between blocks"
     return None
 
 

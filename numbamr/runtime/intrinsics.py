@@ -301,17 +301,29 @@ def _fence(builder):
     builder.call(fn, [])
 
 
+def _exchangeable(value):
+    return isinstance(value, (types.Float, types.Integer, types.Boolean))
+
+
+def _exchange_bits(context, builder, ty, value):
+    """The 64 bits a partial crosses an exchange as: a float as a float64's bits (exact for
+    float16/32/64), an integer or bool as an int64 (exact: sign- or zero-extended, and
+    unsigned 64-bit values keep their bits)."""
+    if isinstance(ty, types.Float):
+        return builder.bitcast(context.cast(builder, value, ty, types.float64), ir.IntType(64))
+    return context.cast(builder, value, ty, types.int64)
+
+
 @intrinsic
 def xstore(typingctx, buf, idx, value):
-    """Store ``value`` as the bits of a float64 at ``buf[idx]`` (``buf``: int64 pointer)."""
-    if not isinstance(value, types.Float):
+    """Store ``value``'s exchange bits at ``buf[idx]`` (``buf``: int64 pointer)."""
+    if not _exchangeable(value):
         return None
     sig = types.void(buf, idx, value)
 
     def codegen(context, builder, sig, args):
-        v = context.cast(builder, args[2], sig.args[2], types.float64)
-        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
-        builder.store(builder.bitcast(v, ir.IntType(64)), ptr)
+        bits = _exchange_bits(context, builder, sig.args[2], args[2])
+        builder.store(bits, _element_pointer(context, builder, sig.args[0], args[0], args[1]))
     return sig, codegen
 
 
@@ -323,6 +335,19 @@ def xload(typingctx, buf, idx):
     def codegen(context, builder, sig, args):
         ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
         return builder.bitcast(builder.load(ptr), ir.DoubleType())
+    return sig, codegen
+
+
+@intrinsic
+def xload_int(typingctx, buf, idx):
+    """The int64 whose bits are at ``buf[idx]`` (an integer or bool partial; ``buf``: the
+    int64 scratch, or a cluster's float64 exchange buffer in shared memory)."""
+    sig = types.int64(buf, idx)
+
+    def codegen(context, builder, sig, args):
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1])
+        i64p = ir.PointerType(ir.IntType(64), ptr.type.addrspace)
+        return builder.load(builder.bitcast(ptr, i64p))
     return sig, codegen
 
 
@@ -423,9 +448,10 @@ griddep_launch = _statement(
 
 @intrinsic
 def xsend(typingctx, buf, idx, value, bars, bar, nblocks):
-    """Write ``value`` (as a float64) to ``buf[idx]`` in each of the cluster's ``nblocks``
-    blocks (a literal), counting its 8 bytes off that block's mbarrier ``bars[bar]``."""
-    if not isinstance(value, types.Float) or not isinstance(nblocks, types.IntegerLiteral):
+    """Write ``value``'s exchange bits (see _exchange_bits) to ``buf[idx]`` in each of the
+    cluster's ``nblocks`` blocks (a literal), counting its 8 bytes off that block's mbarrier
+    ``bars[bar]``."""
+    if not _exchangeable(value) or not isinstance(nblocks, types.IntegerLiteral):
         return None
     sig = types.void(buf, idx, value, bars, bar, nblocks)
 
@@ -433,8 +459,7 @@ def xsend(typingctx, buf, idx, value, bars, bar, nblocks):
         i32 = ir.IntType(32)
         addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
         mbar = _shared_address(context, builder, sig.args[3], args[3], args[4])
-        v = context.cast(builder, args[2], sig.args[2], types.float64)
-        bits = builder.bitcast(v, ir.IntType(64))
+        bits = _exchange_bits(context, builder, sig.args[2], args[2])
         for rank in range(nblocks.literal_value):
             _asm(builder, "{\n\t.reg .b32 ra, rb;\n\t"
                           "mapa.shared::cluster.u32 ra, $0, $2;\n\t"

@@ -69,11 +69,17 @@ def mul_rn(a, b):
 # ---- split rows (see lowering.emit.Emitter.op_xsync): partials as 64-bit patterns --------
 
 def xstore(buf, idx, value):
-    buf[idx] = np.array(value, np.float64).view(np.int64)[()]
+    value = np.asarray(value)
+    buf[idx] = value.astype(np.int64)[()] if value.dtype.kind in "biu" else \
+        value.astype(np.float64).view(np.int64)[()]
 
 
 def xload(buf, idx):
     return np.array(buf[idx], np.int64).view(np.float64)[()]
+
+
+def xload_int(buf, idx):
+    return np.int64(buf[idx])
 
 
 # the exchange a run of a split kernel stops at (set by the launcher before each run)
