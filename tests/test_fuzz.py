@@ -64,11 +64,18 @@ def test_fuzz_more_steps(seed, steps):
     check_case(*make_case(seed, dict(SIM, **{steps: 0.3})))
 
 
-@pytest.mark.parametrize("seed", SPLIT_SEEDS)
-def test_fuzz_split_rows(seed):
+# seeds of the arg_reductions and ints profiles (one step in two) whose split programs
+# exchange integer, bool or (value, index) partials
+SPLIT_STEP_SEEDS = [(s, "arg_reductions") for s in (7014, 7031, 7038, 7075, 7088, 7131,
+                                                    7137, 7147, 7204, 7260)] + \
+    [(s, "ints") for s in (7527, 7559, 7674, 7722, 7748, 7758)]
+
+
+@pytest.mark.parametrize("seed,steps", [(s, None) for s in SPLIT_SEEDS] + SPLIT_STEP_SEEDS)
+def test_fuzz_split_rows(seed, steps):
     """Random programs with their rows split across two blocks, the blocks a cluster or not,
     exchanging once (online forms) or exactly."""
-    source, fn, inputs, options = make_case(seed)
+    source, fn, inputs, options = make_case(seed, dict(SIM, **{steps: 0.5}) if steps else SIM)
     options = {**options, "split": 2, "cluster": seed % 2, "online": int(seed % 3 != 0)}
     try:
         got = nm.jit(**options)(fn)(*inputs)
