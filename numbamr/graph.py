@@ -131,6 +131,8 @@ def _problem(n):
         return f"a condition of dtype {n.srcs[0].dtype}"
     if n.op is Op.REDUCE:
         return _reduce_problem(n)
+    if n.op is Op.ARANGE and (n.ndim != 1 or n.dtype != np.dtype(np.int64)):
+        return f"an arange of shape {list(n.shape)} and dtype {n.dtype}, not int64 (n,)"
     if n.op in MOVEMENT:
         return _movement_problem(n)
     return None

@@ -11,6 +11,7 @@ class Op(Enum):
     INPUT = auto()      # an argument array; arg = argument position
     BUFFER = auto()     # an intermediate written by an earlier kernel; arg = its name ("t0")
     CONST = auto()      # a scalar broadcast to the node's shape; arg = python value
+    ARANGE = auto()     # 0, 1, ..., n-1 (int64) along its one axis (numbamr.constant)
     # unary
     NEG = auto(); ABS = auto(); NOT = auto(); EXP = auto(); EXP2 = auto(); LOG = auto()
     LOG2 = auto(); SQRT = auto(); RSQRT = auto(); SIN = auto(); COS = auto(); TANH = auto()
@@ -57,7 +58,7 @@ TERNARY = {Op.WHERE}
 ALU = UNARY | BINARY | TERNARY
 COMPARE = {Op.LT, Op.LE, Op.GT, Op.GE, Op.EQ, Op.NE, Op.ISNAN}
 MOVEMENT = {Op.RESHAPE, Op.PERMUTE, Op.EXPAND, Op.SHRINK}
-LEAF = {Op.INPUT, Op.BUFFER, Op.CONST}
+LEAF = {Op.INPUT, Op.BUFFER, Op.CONST, Op.ARANGE}
 # unary ops computed in floating point only (integers are cast first, as numpy does)
 FLOAT_ONLY = {Op.EXP, Op.EXP2, Op.LOG, Op.LOG2, Op.SQRT, Op.RSQRT, Op.SIN, Op.COS, Op.TANH,
               Op.SIGMOID, Op.ERF, Op.RECIP, Op.LOG1P, Op.EXPM1, Op.SINH, Op.COSH, Op.TAN,

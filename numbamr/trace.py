@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from . import dtypes
+from .constant import constant_node
 from .errors import (NumbamrError, TraceError, ShapeError, DTypeError, user_loc,
                      raised_by_user_code)
 from .graph import Graph
@@ -265,8 +266,15 @@ def _operand(value, graph, what="operand"):
         dt = _check_dtype(value.dtype, what)
         return _const(graph, value.item(), dt, ())
     if isinstance(value, np.ndarray):
-        raise TraceError(f"a NumPy array constant of shape {value.shape} is used inside a numbamr "
-                         "function; pass it as an argument instead", user_loc())
+        _check_dtype(value.dtype, what)
+        node = constant_node(graph, value, user_loc())
+        if node is None:
+            raise TraceError(f"a NumPy array constant of shape {value.shape} is used inside a "
+                             "numbamr function; pass it as an argument instead (only array "
+                             "constants whose values follow from their indices, such as "
+                             "np.arange(n)[:, None] * 2 + 1, are computed in the kernel)",
+                             user_loc())
+        return node
     if isinstance(value, complex):
         raise DTypeError("complex numbers are not supported by numbamr", user_loc())
     raise TraceError(f"{what} of type {type(value).__name__} is not an array or a number",

@@ -11,7 +11,8 @@ import pytest
 import numbamr as nm
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
-CONST = np.ones(4, np.float32)          # a numpy array captured from the enclosing scope
+# a numpy array captured from the enclosing scope, its values not a function of its index
+CONST = np.array([1.0, 3.0, 2.0, 5.0], np.float32)
 
 
 def line_of(marker):

@@ -759,8 +759,9 @@ def test_every_traced_catalogue_graph_passes_the_graph_verifier():
     (lambda g, n: g.node(Op.REDUCE, n.dtype, (4, 1), (n,),
                          (ReduceKind.ARGMAX, (1,))), "not int64"),
     (lambda g, n: g.node(Op.LOAD, n.dtype, n.shape, ()), "lowered value"),
+    (lambda g, n: g.node(Op.ARANGE, np.int64, (4, 8), ()), "an arange of shape"),
 ], ids=["arity", "float-only", "compare", "shapes", "reshape", "reduce-shape", "arg-dtype",
-        "lowered-op"])
+        "lowered-op", "arange"])
 def test_graph_verifier_names_what_is_wrong(break_it, why):
     from numbamr.graph import verify_graph
     graph, (out,), _ = _graph_of_softmax()

@@ -189,6 +189,8 @@ class _Evaluator:
             for i, s in zip(idx, strides):
                 addr = addr + i * s
             return self.compute(vb.make(Op.LOAD, node.dtype, (), (node.arg, addr)))
+        if op is Op.ARANGE:     # the element's own index along the arange's axis
+            return vb.make(Op.INDEX, dtypes.INT64, (), sym.lift(idx[0]))
         if op is Op.CONST:      # a float16 constant is its float16 value (NumPy's)
             cd = dtypes.compute_dtype(node.dtype)
             value = np.array(node.arg).astype(node.dtype).astype(cd).item()
