@@ -1,5 +1,7 @@
 """Attention-style scores: a masked softmax of each row (NumPy's where= and initial=), then
-the rows weighted by a vector (a product with a vector). Each is one kernel.
+the rows weighted by a vector (a product with a vector). Each is one kernel. The causal
+mask is passed as an argument, or built inside the function from np.arange: then the
+kernel computes it from each element's position and reads no mask at all.
 
     python examples/masked_attention.py            # GPU at 4096 x 4096, or the simulator
     python examples/masked_attention.py --source   # also print the generated kernels
@@ -11,11 +13,19 @@ from _common import SIMULATOR, np, report, to_device
 import numbamr as nm
 
 
-@nm.jit
-def masked_softmax(scores, mask):
+def softmax_where(scores, mask):
     top = scores.max(axis=-1, keepdims=True, where=mask, initial=-np.inf)
     e = np.exp(scores - top) * mask
     return e / e.sum(axis=-1, keepdims=True)
+
+
+masked_softmax = nm.jit(softmax_where)
+
+
+@nm.jit
+def causal_softmax(scores):
+    rows, cols = scores.shape
+    return softmax_where(scores, np.arange(cols) <= np.arange(rows)[:, None] * (cols // rows))
 
 
 @nm.jit
@@ -45,6 +55,8 @@ def main():
         print(weighted.lower(p, vd).as_text())
     ok = report(f"masked softmax {rows}x{cols}", p, p_ref,
                 len(masked_softmax.lower(sd, md).kernels))
+    ok = report(f"causal softmax, mask from np.arange, {rows}x{cols}", causal_softmax(sd),
+                p_ref, len(causal_softmax.lower(sd).kernels)) and ok
     return report(f"scores @ v {rows}x{cols}", out, out_ref,
                   len(weighted.lower(p, vd).kernels)) and ok
 

@@ -31,7 +31,98 @@ def constant_node(graph, value, loc):
         return _integer_affine(graph, value, loc)
     if value.dtype in (dtypes.FLOAT16, dtypes.FLOAT32, dtypes.FLOAT64):
         return _float_affine(graph, value, loc)
+    if value.dtype.kind == "b":
+        return _bool_mask(graph, value, loc)
     return None
+
+
+# a bool row along one axis as comparisons of the position j with thresholds t (one per
+# row), all of which must hold: prefix, suffix, one-hot, all but one, an interval
+_COMPARE = {Op.LT: np.less, Op.GE: np.greater_equal, Op.EQ: np.equal, Op.NE: np.not_equal}
+_MASK_FORMS = (
+    lambda row, n: [(Op.LT, row.sum(-1, keepdims=True))],
+    lambda row, n: [(Op.GE, n - row.sum(-1, keepdims=True))],
+    lambda row, n: [(Op.EQ, row.argmax(-1)[..., None])],
+    lambda row, n: [(Op.NE, row.argmin(-1)[..., None])],
+    lambda row, n: [(Op.GE, row.argmax(-1)[..., None]),
+                    (Op.LT, row.argmax(-1)[..., None] + row.sum(-1, keepdims=True))],
+)
+
+
+def _bool_mask(graph, value, loc):
+    """A bool constant that is ``j < t``, ``j >= t``, ``j == t``, ``j != t`` or ``lo <= j <
+    hi`` of the position j along its last varying axis, each threshold an affine function of
+    the other indices: padding masks, one-hot rows, causal and banded attention masks
+    (``np.arange(m) <= np.arange(n)[:, None]``)."""
+    varying = [k for k, n in enumerate(value.shape)
+               if n > 1 and not np.array_equal(value, np.take(value, [0], axis=k).repeat(n, k))]
+    axis = varying[-1]
+    n = value.shape[axis]
+    rows = np.moveaxis(value, axis, -1)
+    j = np.arange(n, dtype=np.int64)
+    for form in _MASK_FORMS:
+        conditions = [(op, t.astype(np.int64)) for op, t in form(rows, n)]
+        if not np.array_equal(np.logical_and.reduce([_COMPARE[op](j, t)
+                                                     for op, t in conditions]), rows):
+            continue
+        nodes = [_threshold_test(graph, value.shape, axis, op, t, loc) for op, t in conditions]
+        if None in nodes:
+            continue
+        node = nodes[0]
+        for other in nodes[1:]:
+            node = graph.node(Op.AND, value.dtype, value.shape, (node, other), None, loc)
+        return node
+    return None
+
+
+def _threshold_test(graph, shape, axis, op, t, loc):
+    """``op(j, t)`` over ``shape`` (j: the position along ``axis``; ``t``: one threshold per
+    row, moved to the end), or None when ``t`` is not affine in the row's indices."""
+    t = np.moveaxis(t, -1, axis)
+    if op in (Op.LT, Op.GE):            # thresholds outside 0..n test the same as at 0 or n
+        t = _unclipped(t, shape[axis])
+        if t is None:
+            return None
+    t_node = _integer_rule(graph, t, loc)
+    if t_node is None:
+        return None
+    if t_node.op is Op.CONST:
+        t_node = graph.node(Op.CONST, t_node.dtype, shape, (), t_node.arg, loc)
+    else:
+        t_node = graph.node(Op.EXPAND, t_node.dtype, shape, (t_node,), shape, loc)
+    j = _axis_node(graph, shape, axis, dtypes.INT64, loc)
+    return graph.node(op, np.dtype(bool), shape, (j, t_node), None, loc)
+
+
+def _unclipped(t, n):
+    """An affine threshold array whose values clipped to 0..n are ``t`` (a band's edges stop
+    at the row's ends), or None. Each axis's step is its largest difference between
+    neighbours (clipped stretches differ by less), the start is fixed by an unclipped
+    element."""
+    if np.all(t == t.reshape(-1)[0]):
+        return t
+    steps = []
+    for k, m in enumerate(t.shape):
+        d = np.diff(t, axis=k) if m > 1 else np.zeros(1, np.int64)
+        steps.append(int(d.reshape(-1)[np.abs(d).argmax()]))
+    inside = np.argwhere((t > 0) & (t < n))
+    if not len(inside):
+        return None
+    at = inside[0]
+    grid = np.indices(t.shape, dtype=np.int64)
+    start = int(t[tuple(at)]) - sum(s * int(i) for s, i in zip(steps, at))
+    if abs(start) + sum(abs(s) * m for s, m in zip(steps, t.shape)) > _INT64_MAX:
+        return None
+    full = start + sum(s * g for s, g in zip(steps, grid))
+    return full if np.array_equal(np.clip(full, 0, n), t) else None
+
+
+def _integer_rule(graph, t, loc):
+    """Nodes (int64) computing integer array ``t``: one value, or affine in its indices."""
+    first = t.reshape(-1)[0]
+    if np.all(t == first):
+        return graph.node(Op.CONST, t.dtype, t.shape, (), int(first), loc)
+    return _integer_affine(graph, t, loc)
 
 
 def _bits(a):

@@ -915,9 +915,11 @@ def _empty_check(x, axes, name):
 # ---- masks (where=) and starting values (initial=), as NumPy's reductions take them ------
 def _masked(x, mask, fill, name):
     """``x`` where the ``where=`` mask is true and ``fill`` elsewhere: a traced bool array that
-    broadcasts to ``x``'s shape, or a Python bool."""
+    broadcasts to ``x``'s shape (or an array constant numbamr.constant computes), or a bool."""
     if mask is True:
         return x
+    if isinstance(mask, np.ndarray) and mask.ndim:
+        mask = _wrap(x.graph, _operand(mask, x.graph, f"the mask of {name}"))
     if isinstance(mask, Tracer):
         if mask.dtype.kind != "b":
             raise TraceError(f"{name}(where=...): the mask has dtype {mask.dtype}; it must be "

@@ -79,8 +79,8 @@ STREAMS = {
     "extras": "share of steps that use the ufuncs, casts and axis moves the others leave out",
     "ints": "share of inputs that are small integers (int8, uint8, int32, int64)",
     "composites": "share of steps that are masked reductions (where=, initial=), norms, "
-                  "products with a vector, einsums, weighted averages, nanvar/nanstd or "
-                  "rounding",
+                  "products with a vector, einsums, weighted averages, nanvar/nanstd, "
+                  "rounding or np.arange constants",
 }
 
 
@@ -540,12 +540,13 @@ class _Builder:
     def _composite(self):
         """One of the NumPy functions numbamr composes of its ops, on values that keep it
         tame: a reduction masked by a comparison decided by a margin, a norm, a product with
-        a vector, a weighted average, nanvar/nanstd, or a rounding of values clear of ties."""
+        a vector, a weighted average, nanvar/nanstd, a rounding of values clear of ties, or
+        positions from np.arange (scaled, one-hot, added)."""
         r = self.r
         a = self._pick(lambda v: v.ndim >= 1 and v.val.size > 1 and v.depth < self.MAX_DEPTH)
         n, axis = a.name, r.randrange(-a.ndim, a.ndim)
         kind = r.choice(["masked", "masked", "norm", "product", "average", "nanvar", "round",
-                         "einsum"])
+                         "einsum", "positions"])
         if kind == "masked":
             cond = self._threshold(a.fval, n, None)
             red = r.choice(["sum", "mean", "var", "std", "max", "min"])
@@ -577,6 +578,13 @@ class _Builder:
                              if a.ndim > 1 else f"np.einsum('{subs},{subs}', {n}, {n})"])
         elif kind == "nanvar":
             call = f"np.{r.choice(['nanvar', 'nanstd'])}({n}, axis={axis})"
+        elif kind == "positions":           # array constants made by np.arange
+            size = a.val.shape[axis]
+            column = tuple(size if k == axis % a.ndim else 1 for k in range(a.ndim))
+            pos = f"np.arange({size}).reshape({column})"
+            call = r.choice([f"{n} * ({pos} * 0.5 - 1.0)",
+                             f"np.where({pos} == {r.randrange(size)}, {n}, 0).sum(axis={axis})",
+                             f"({n} + {pos}).max(axis={axis})"])
         else:
             digits = r.choice([0, 1])
             scaled = a.fval * 10.0 ** digits

@@ -1,7 +1,8 @@
 """NumPy array constants inside a jitted function (numbamr/constant.py): those whose values
-follow from their indices (np.arange and what NumPy builds from it) are computed by the
-kernel, bit for bit; a constant with one value is a broadcast scalar; any other is refused
-at the user's line."""
+follow from their indices (np.arange and what NumPy builds from it, masks that compare a
+position with thresholds affine in the other indices) are computed by the kernel, bit for
+bit; a constant with one value is a broadcast scalar; any other is refused at the user's
+line."""
 import numpy as np
 import pytest
 
@@ -55,6 +56,40 @@ def test_affine_constants_read_no_memory(name):
     assert len([p for p in k.program.params if p[1] != "scalar"]) == 2
 
 
+MASKS = {
+    "padding": np.arange(24) < 17,
+    "one_hot": np.arange(24) == 5,
+    "all_but_one": np.broadcast_to(np.arange(24) != 3, (6, 24)),
+    "causal": np.arange(24) <= np.arange(6)[:, None] * 4,
+    "tril": np.tril(np.ones((6, 24), bool)),
+    "triu": np.triu(np.ones((6, 24), bool), 2),
+    "band": np.abs(np.arange(24) - np.arange(6)[:, None]) < 3,        # clipped at the ends
+    "band_wide": np.abs(np.arange(24) - np.arange(6)[:, None] * 4) <= 5,
+    "causal_tall": np.arange(24) <= np.arange(6)[:, None] - 3,        # empty first rows
+    "rows": np.broadcast_to((np.arange(6) >= 2)[:, None], (6, 24)),
+    "window_3d": np.broadcast_to(np.arange(24) < np.arange(6)[:, None] * 5 - 3, (2, 6, 24)),
+}
+
+
+@pytest.mark.parametrize("name", MASKS)
+def test_mask_constants_are_computed_exactly(name):
+    """Bool constants that are comparisons of a position with per-row thresholds affine in
+    the other indices (clipped to the row): the same bools, from no memory; a masked softmax
+    over them matches NumPy (where= and np.where take them)."""
+    m = MASKS[name]
+    x = np.random.default_rng(3).standard_normal(m.shape).astype(np.float32)
+    fn = _through_kernel(m)
+    lowered = nm.jit(fn).lower(x)
+    assert lowered.graph_text.count("INPUT") == 1
+    assert np.array_equal(to_host(nm.jit(fn)(x)), fn(x))
+
+    def masked_softmax(x):
+        top = x.max(axis=-1, keepdims=True, where=m, initial=-np.inf)
+        e = np.where(m, np.exp(x - top), 0)
+        return e / e.sum(axis=-1, keepdims=True)
+    check(masked_softmax, x)
+
+
 def _cross_entropy(logits, labels):
     top = logits.max(axis=-1, keepdims=True)
     lse = np.log(np.exp(logits - top).sum(axis=-1)) + top[:, 0]
@@ -88,11 +123,13 @@ def test_positions_weighted_by_a_softmax():
     np.array([1.0, 2.0, 4.0, 8.0], np.float32),             # geometric
     np.array([np.inf, np.inf, np.nan, 1.0]),
     np.array([2 ** 63 - 1, 0, -(2 ** 63) + 1, 0]),          # int64 sums would overflow
-], ids=["table", "bools", "geometric", "specials", "overflow"])
+    np.broadcast_to(np.arange(4) % 2 == 0, (3, 4)),         # a checkerboard row
+    np.array([True, False, False, True]),                   # two runs
+], ids=["table", "bools", "geometric", "specials", "overflow", "alternating", "two-runs"])
 def test_other_array_constants_are_refused_at_the_users_line(c):
     def fn(x):
         return x + c
-    with pytest.raises(nm.TraceError, match=r"constant of shape \(4,\).*pass it as an argument") \
+    with pytest.raises(nm.TraceError, match=r"constant of shape .*pass it as an argument") \
             as info:
         nm.jit(fn).lower(np.zeros((2, 4), np.float32))
     assert "return x + c" in str(info.value)
