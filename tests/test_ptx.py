@@ -194,6 +194,44 @@ def test_the_benchmark_suite_compiles_as_on_the_h200_without_spills(monkeypatch)
             assert r["vector_stores"] > 0, cell
 
 
+@pytest.mark.parametrize("cols", [32768, 32000])
+def test_rows_of_16k_to_32k_floats_leave_blocks_of_1024_threads(monkeypatch, cols):
+    """Rows that 1024 threads would hold in registers, 32 values each: one-pass kernels with
+    a value per row stream them with 256 threads, 8 chunks an iteration; kernels writing
+    whole rows hold them with 512 threads, or split them across a cluster where 512 threads
+    would stream them twice, or else keep the 1024 threads (layernorm at 32000 columns:
+    no split divides the row). All compile without spills."""
+    from numbamr.runtime import device
+    monkeypatch.setattr(device, "arch", lambda: (9, 0))
+    suite = _bench_suite()
+    ops = dict(suite.np_ops(np), cross_entropy=_cross_entropy)
+    rows = 4096
+    want = {"logsumexp": (256, False, 1), "var": (256, False, 1), "sum_max": (256, False, 1),
+            "cross_entropy": (256, False, 1), "softmax": (512, True, 1),
+            "zscore": (512, True, 1),
+            "layernorm": (256, True, 4) if cols == 32768 else (1024, True, 1)}
+    kernels = []
+    for op, (threads, resident, split) in want.items():
+        extra = (np.empty(rows, np.int64),) if op == "cross_entropy" else \
+            tuple(np.empty(cols, np.float32)
+                  for _ in suite.params_of(op, cols, np.random.default_rng(0)))
+        (k,) = lower_for_gpu(ops[op], (np.empty((rows, cols), np.float32),) + extra).kernels
+        L = k.layout
+        assert (L.threads_per_row, L.groups[0].resident, L.split) == (threads, resident, split), op
+        if not resident:
+            assert L.groups[0].chunks == 8, op
+        kernels.append(k)
+    for k, r in zip(kernels, compile_report(kernels)):
+        assert r["ok"], (k.name, r["error"])
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
+
+
+def _cross_entropy(logits, labels):
+    top = logits.max(axis=-1, keepdims=True)
+    lse = np.log(np.exp(logits - top).sum(axis=-1)) + top[:, 0]
+    return lse - np.where(np.arange(logits.shape[-1]) == labels[:, None], logits, 0).sum(-1)
+
+
 CUBIN_CHILD = r"""
 import sys
 import numpy as np

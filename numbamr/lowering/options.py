@@ -427,7 +427,34 @@ def _choose_layout(kernel, forced, simulator, split=1):
         unroll = forced.unroll if forced.unroll is not None else STREAM_UNROLL
         return _choose_layout(kernel, replace(forced, threads_per_row=STREAM_THREADS,
                                               unroll=unroll), simulator, split)
+    if layout == "row" and t == 1024 and not simulator and split == 1 and \
+            nrows >= COL_BLOCKS and all(p.resident and p.chunks * p.vector > 16 for p in plans) \
+            and all(getattr(forced, f) is None for f in ("threads_per_row", "rows_per_block",
+                                                         "upcast", "unroll", "stage")):
+        return _instead_of_1024_threads(kernel, forced, result)
     return result
+
+
+def _instead_of_1024_threads(kernel, forced, resident):
+    """Rows held in registers by 1024 threads, more than 16 values each (16384 to 32768
+    float32 elements): one block a multiprocessor. Measured on the H200 at 4096 x 32000 and
+    4096 x 32768 (bench/RESULTS.md): a kernel that writes a value per row and reads the row
+    in one pass ran faster streamed by 256 threads, 8 chunks an iteration (logsumexp
+    +9-16%, a one-hot cross-entropy +79-88%); one that writes whole rows, with 512 threads
+    where they hold the row on chip (softmax +1-23%) or where the row then splits across
+    blocks (layernorm at 4096 x 32768 +10%), else with the 1024 threads (layernorm at 4096 x
+    32000: 512 threads streaming each row twice were 19% slower)."""
+    if _writes_rows(kernel):
+        fewer = _choose_layout(kernel, replace(forced, threads_per_row=512), False)
+        if all(p.resident for p in fewer.groups) or \
+                (forced.split is None and _auto_split(kernel, forced, fewer) is not None):
+            return fewer
+        return resident
+    streamed = _choose_layout(kernel, replace(forced, threads_per_row=STREAM_THREADS,
+                                              unroll=STREAM_UNROLL, upcast=0), False)
+    if all(n <= 1 for n in _streamed_passes(kernel, streamed).values()):
+        return streamed
+    return resident
 
 
 STAGE_BUDGET = 160 * 1024      # bytes of shared memory a block may stage rows in
