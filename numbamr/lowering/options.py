@@ -271,7 +271,7 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
     forced = forced or KernelOptions()
     split = forced.split or 1
     if split > 1:
-        _check_splittable(kernel, forced, split)
+        _check_splittable(kernel, split)
     layout = _choose_layout(kernel, forced, simulator, split)
     if forced.split is None and not simulator:
         split_layout = _auto_split(kernel, forced, layout)
@@ -318,15 +318,15 @@ def _split_threads(forced):
         replace(forced, threads_per_row=SPLIT_THREADS)
 
 
-def _splittable(kernel, forced):
+def _splittable(kernel):
     """Why the rows of ``kernel`` cannot be split across blocks, or None if they can."""
     if len(kernel.groups) != 1:
         return "its rows have more than one loop"
     return None
 
 
-def _check_splittable(kernel, forced, split):
-    why = _splittable(kernel, forced)
+def _check_splittable(kernel, split):
+    why = _splittable(kernel)
     if why:
         raise ArgumentError(f"option split={split}: kernel {kernel.name} cannot split its rows "
                             f"across blocks: {why}")
@@ -346,7 +346,7 @@ def _auto_split(kernel, forced, layout):
     ``layout`` would read twice (streamed or staged, two passes): segments of SPLIT_SEGMENT
     held in registers. None where that does not apply."""
     if forced.threads_per_row is not None or forced.upcast is not None or \
-            forced.stage is not None or not kernel.groups or _splittable(kernel, forced) or \
+            forced.stage is not None or not kernel.groups or _splittable(kernel) or \
             layout.layout == "col" or forced.rows_per_block is not None:
         return None     # (column layouts split only when forced: not measured yet)
     g, plan = kernel.groups[0], layout.groups[0]
