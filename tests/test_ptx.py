@@ -202,6 +202,7 @@ def test_rows_of_16k_to_32k_floats_leave_blocks_of_1024_threads(monkeypatch, col
     would stream them twice, or else keep the 1024 threads (layernorm at 32000 columns:
     no split divides the row). All compile without spills."""
     from numbamr.runtime import device
+    from test_constant import _cross_entropy
     monkeypatch.setattr(device, "arch", lambda: (9, 0))
     suite = _bench_suite()
     ops = dict(suite.np_ops(np), cross_entropy=_cross_entropy)
@@ -224,12 +225,6 @@ def test_rows_of_16k_to_32k_floats_leave_blocks_of_1024_threads(monkeypatch, col
     for k, r in zip(kernels, compile_report(kernels)):
         assert r["ok"], (k.name, r["error"])
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
-
-
-def _cross_entropy(logits, labels):
-    top = logits.max(axis=-1, keepdims=True)
-    lse = np.log(np.exp(logits - top).sum(axis=-1)) + top[:, 0]
-    return lse - np.where(np.arange(logits.shape[-1]) == labels[:, None], logits, 0).sum(-1)
 
 
 CUBIN_CHILD = r"""
