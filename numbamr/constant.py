@@ -152,13 +152,14 @@ def _integer_affine(graph, value, loc):
             not np.array_equal(want.astype(value.dtype), value):
         return None
     int64 = dtypes.INT64
-    node = graph.node(Op.CONST, int64, value.shape, (), start, loc)
+    node = None if start == 0 else graph.node(Op.CONST, int64, value.shape, (), start, loc)
     for k, s in enumerate(steps):
         if s:
             term = _axis_node(graph, value.shape, k, int64, loc)
             if s != 1:
                 term = _binary(graph, Op.MUL, term, s, loc)
-            node = graph.node(Op.ADD, int64, value.shape, (node, term), None, loc)
+            node = term if node is None else \
+                graph.node(Op.ADD, int64, value.shape, (node, term), None, loc)
     return node if value.dtype == int64 else \
         graph.node(Op.CAST, value.dtype, value.shape, (node,), value.dtype, loc)
 
