@@ -5,7 +5,10 @@ broadcast, scaled, offset) is an *affine* constant: each element is ``start + su
 i_k`` of its indices ``i_k``. Such a constant becomes nodes of the graph (an ``ARANGE`` leaf
 per axis it varies along, cast, scaled and added in the constant's dtype), so a one-hot
 compare ``np.arange(c) == labels[:, None]`` or a position weight ``x * np.arange(n)`` costs
-no memory traffic. An array with one value everywhere becomes a broadcast scalar. Only a
+no memory traffic. An array with one value everywhere becomes a broadcast scalar; a bool
+array that compares each position with thresholds affine in the other indices (a causal
+mask) becomes those comparisons, and an array of two values laid out so (``np.eye``, an
+additive mask of 0 and -inf) a select between them. Only a
 constant whose every element the nodes reproduce bit for bit is taken; any other array
 constant is refused (pass it as an argument).
 """
@@ -27,13 +30,30 @@ def constant_node(graph, value, loc):
     first = value.reshape(-1)[:1]
     if np.array_equal(_bits(value), np.broadcast_to(_bits(first), value.shape)):
         return graph.node(Op.CONST, value.dtype, value.shape, (), first.item(), loc)
-    if value.dtype.kind in "iu":
-        return _integer_affine(graph, value, loc)
-    if value.dtype in (dtypes.FLOAT16, dtypes.FLOAT32, dtypes.FLOAT64):
-        return _float_affine(graph, value, loc)
     if value.dtype.kind == "b":
         return _bool_mask(graph, value, loc)
-    return None
+    node = None
+    if value.dtype.kind in "iu":
+        node = _integer_affine(graph, value, loc)
+    elif value.dtype in (dtypes.FLOAT16, dtypes.FLOAT32, dtypes.FLOAT64):
+        node = _float_affine(graph, value, loc)
+    return node if node is not None else _two_values(graph, value, loc)
+
+
+def _two_values(graph, value, loc):
+    """A constant of two values laid out as a mask (``np.eye(n)``, an additive causal mask
+    ``np.triu(np.full((n, n), -np.inf), 1)``): a select between them, or None."""
+    bits = _bits(value).reshape(-1)
+    first = bits[0]
+    other = np.flatnonzero(bits != first)
+    if not np.all((bits == first) | (bits == bits[other[0]])):
+        return None
+    mask = _bool_mask(graph, (_bits(value) != first), loc)
+    if mask is None:
+        return None
+    a, b = (graph.node(Op.CONST, value.dtype, value.shape, (), value.reshape(-1)[i].item(), loc)
+            for i in (other[0], 0))
+    return graph.node(Op.WHERE, value.dtype, value.shape, (mask, a, b), None, loc)
 
 
 # a bool row along one axis as comparisons of the position j with thresholds t (one per

@@ -3,6 +3,8 @@
 Equal subexpressions are one object: ``Graph.node`` returns the existing node when the same
 (op, dtype, shape, sources, arg) was made before, so traversals can be memoized by identity.
 """
+import math
+
 import numpy as np
 
 from . import dtypes
@@ -44,7 +46,7 @@ class Graph:
 
     def node(self, op, dtype, shape, srcs=(), arg=None, loc=None):
         dtype, shape, srcs = np.dtype(dtype), tuple(int(s) for s in shape), tuple(srcs)
-        key = (op, dtype, shape, tuple(id(s) for s in srcs), _hashable(arg))
+        key = (op, dtype, shape, tuple(id(s) for s in srcs), hashable_arg(arg))
         hit = self._cache.get(key)
         if hit is None:
             hit = Node(op, dtype, shape, srcs, arg, loc, len(self._cache))
@@ -55,9 +57,12 @@ class Graph:
         return len(self._cache)
 
 
-def _hashable(arg):
+def hashable_arg(arg):
+    """``arg`` as a key of hash-consing (here and for the lowering's values)."""
     if isinstance(arg, float) and arg != arg:
         return ("nan",)          # NaN != NaN would defeat hash-consing of NaN constants
+    if isinstance(arg, float) and arg == 0:
+        return ("zero", math.copysign(1.0, arg))    # 0.0 == -0.0, but they are two values
     if isinstance(arg, (list, np.ndarray)):
         return tuple(arg)
     return arg

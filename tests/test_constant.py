@@ -17,7 +17,7 @@ def _through_kernel(c):
     return fn
 
 
-AFFINE = {
+COMPUTED = {
     "arange": np.arange(37),
     "column": np.arange(5)[:, None],
     "grid": np.arange(5)[:, None] * 1000 + np.arange(37),
@@ -31,12 +31,17 @@ AFFINE = {
     "ones": np.ones((5, 37), np.float32),
     "bools": np.full(37, True),
     "broadcast_row": np.broadcast_to(np.arange(37.0), (5, 37)),
+    # two values laid out as a mask
+    "eye": np.eye(5, 37),
+    "additive_causal": np.triu(np.full((5, 37), -np.inf, np.float32), 1),
+    "int_prefix": np.where(np.arange(37) < 20, 3, 7).astype(np.int16),
+    "signed_zeros": np.where(np.arange(37) < 20, 0.0, -0.0),
 }
 
 
-@pytest.mark.parametrize("name", AFFINE)
-def test_affine_constants_are_computed_bit_for_bit(name):
-    c = AFFINE[name]
+@pytest.mark.parametrize("name", COMPUTED)
+def test_index_rule_constants_are_computed_bit_for_bit(name):
+    c = COMPUTED[name]
     x = np.zeros((5, 37), np.float32)
     fn = _through_kernel(c)
     got = to_host(nm.jit(fn)(x))
@@ -46,11 +51,11 @@ def test_affine_constants_are_computed_bit_for_bit(name):
                           want.view(f"u{want.itemsize}") if want.dtype.kind == "f" else want)
 
 
-@pytest.mark.parametrize("name", AFFINE)
-def test_affine_constants_read_no_memory(name):
+@pytest.mark.parametrize("name", COMPUTED)
+def test_index_rule_constants_read_no_memory(name):
     """The graph's only input is x, and the kernel's only arrays are x and the output."""
     x = np.zeros((5, 37), np.float32)
-    lowered = nm.jit(_through_kernel(AFFINE[name])).lower(x)
+    lowered = nm.jit(_through_kernel(COMPUTED[name])).lower(x)
     assert lowered.graph_text.count("INPUT") == 1
     (k,) = lowered.kernels
     assert len([p for p in k.program.params if p[1] != "scalar"]) == 2
@@ -90,6 +95,17 @@ def test_mask_constants_are_computed_exactly(name):
     check(masked_softmax, x)
 
 
+def test_an_additive_causal_mask_softmax_reads_only_the_scores():
+    def fn(x):
+        s = x + np.triu(np.full(x.shape, -np.inf, np.float32), 1)
+        e = np.exp(s - s.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    x = np.random.default_rng(4).standard_normal((40, 40)).astype(np.float32)
+    lowered = nm.jit(fn).lower(x)
+    assert len(lowered.kernels) == 1 and lowered.graph_text.count("INPUT") == 1
+    check(fn, x)
+
+
 def _cross_entropy(logits, labels):
     top = logits.max(axis=-1, keepdims=True)
     lse = np.log(np.exp(logits - top).sum(axis=-1)) + top[:, 0]
@@ -124,8 +140,10 @@ def test_positions_weighted_by_a_softmax():
     np.array([np.inf, np.inf, np.nan, 1.0]),
     np.array([2 ** 63 - 1, 0, -(2 ** 63) + 1, 0]),          # int64 sums would overflow
     np.broadcast_to(np.arange(4) % 2 == 0, (3, 4)),         # a checkerboard row
+    np.array([1.0, 2.0, 1.0, 2.0]),                         # two values, alternating
     np.array([True, False, False, True]),                   # two runs
-], ids=["table", "bools", "geometric", "specials", "overflow", "alternating", "two-runs"])
+], ids=["table", "bools", "geometric", "specials", "overflow", "alternating", "two-values",
+        "two-runs"])
 def test_other_array_constants_are_refused_at_the_users_line(c):
     def fn(x):
         return x + c

@@ -770,6 +770,17 @@ def test_graph_verifier_names_what_is_wrong(break_it, why):
         verify_graph([break_it(graph, out)])
 
 
+def test_zeros_of_both_signs_are_two_constants():
+    """0.0 == -0.0 in Python, but hash-consing (of graph nodes and of kernel values) must not
+    make them one constant: copysign takes the sign of each."""
+    def fn(x):
+        return np.copysign(x, 0.0), np.copysign(x, -0.0), np.copysign(1.0, x * 0.0 + -0.0)
+    x = np.ones((3, 5), np.float32)
+    for got, want in zip(nm.jit(fn)(x), fn(x)):
+        got = np.asarray(got)
+        assert np.array_equal(np.signbit(got), np.signbit(want)) and np.array_equal(got, want)
+
+
 def test_hash_consing_doubling_trap_is_fast():
     fn = nm.jit(doubling)
     x = np.ones((6, 40), np.float32)

@@ -14,7 +14,7 @@ import numpy as np
 
 from .. import dtypes
 from ..errors import FusionError
-from ..graph import toposort
+from ..graph import hashable_arg, toposort
 from ..ops import Op, ReduceKind, ALU, MOVEMENT
 from . import symbolic as sym
 
@@ -121,9 +121,7 @@ class ValBuilder:
 def _arg_key(arg):
     if isinstance(arg, ReduceInstance):
         return ("red", arg.id)
-    if isinstance(arg, float) and arg != arg:
-        return ("nan",)
-    return arg
+    return hashable_arg(arg)
 
 
 # ======================================================================================
