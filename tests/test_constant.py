@@ -1,8 +1,8 @@
 """NumPy array constants inside a jitted function (numbamr/constant.py): those whose values
 follow from their indices (np.arange and what NumPy builds from it, masks that compare a
-position with thresholds affine in the other indices) are computed by the kernel, bit for
-bit; a constant with one value is a broadcast scalar; any other is refused at the user's
-line."""
+position with thresholds affine in the other indices, two values laid out as such a mask)
+are computed by the kernel, bit for bit; a constant with one value is a broadcast scalar;
+any other is refused at the user's line."""
 import numpy as np
 import pytest
 
