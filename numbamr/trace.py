@@ -217,10 +217,19 @@ class Tracer:
     def __array_function__(self, func, types, args, kwargs):
         fn = FUNCTIONS.get(func)
         if fn is None:
+            hint = INSTEAD.get(getattr(func, "__name__", ""), "")
             raise TraceError(f"the numpy function {_numpy_name(func)} is not supported by "
-                             "numbamr", user_loc())
+                             f"numbamr{hint}", user_loc())
         # NumPy's own "not given" marker (np.sum(x) jitted as a function passes every default)
         return fn(*args, **{k: v for k, v in kwargs.items() if v is not np._NoValue})
+
+
+# what to write instead of an unsupported NumPy function, where a fused form exists
+INSTEAD = {
+    "take_along_axis": "; to pick one element a row, compare positions with the indices: "
+                       "np.where(np.arange(n) == idx[:, None], x, 0).sum(axis=-1) (an index "
+                       "out of range picks nothing instead of raising IndexError)",
+}
 
 
 class _UnsupportedAttribute(TraceError, AttributeError):

@@ -11,6 +11,7 @@ import pytest
 import numbamr as nm
 
 X = np.arange(12, dtype=np.float32).reshape(3, 4) - 5.5
+IDX = np.zeros((3, 1), np.int64)        # indices for np.take_along_axis
 # a numpy array captured from the enclosing scope, its values not a function of its index
 CONST = np.array([1.0, 3.0, 2.0, 5.0], np.float32)
 
@@ -46,6 +47,8 @@ TRACE_CASES = [
     ("fft", lambda x: np.fft.fft(x), nm.TraceError, r"np\.fft\.fft\b.*not supported"),  # at:fft
     ("cumsum", lambda x: np.cumsum(x, axis=1), nm.TraceError, r"np\.cumsum\b"),  # at:cumsum
     ("sort", lambda x: np.sort(x), nm.TraceError, r"np\.sort\b"),  # at:sort
+    ("take_along", lambda x: np.take_along_axis(x, IDX, axis=1),  # at:take_along
+     nm.TraceError, r"np\.take_along_axis\b.*np\.where\(np\.arange\(n\) == idx"),
     ("concatenate", lambda x: np.concatenate([x, x]), nm.TraceError,  # at:concatenate
      r"np\.concatenate\b"),
     ("linalg", lambda x: np.linalg.svd(x), nm.TraceError, r"np\.linalg\.svd\b"),  # at:linalg
