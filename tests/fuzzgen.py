@@ -541,7 +541,8 @@ class _Builder:
         """One of the NumPy functions numbamr composes of its ops, on values that keep it
         tame: a reduction masked by a comparison decided by a margin, a norm, a product with
         a vector, a weighted average, nanvar/nanstd, a rounding of values clear of ties, or
-        positions from np.arange (scaled, one-hot, added, a prefix mask)."""
+        positions from np.arange (scaled, one-hot, added, a prefix mask, an additive
+        triangular mask)."""
         r = self.r
         a = self._pick(lambda v: v.ndim >= 1 and v.val.size > 1 and v.depth < self.MAX_DEPTH)
         n, axis = a.name, r.randrange(-a.ndim, a.ndim)
@@ -585,7 +586,9 @@ class _Builder:
             call = r.choice([f"{n} * ({pos} * 0.5 - 1.0)",
                              f"np.where({pos} == {r.randrange(size)}, {n}, 0).sum(axis={axis})",
                              f"({n} + {pos}).max(axis={axis})",
-                             f"np.where({pos} < {r.randrange(size + 1)}, {n}, 0.5)"])
+                             f"np.where({pos} < {r.randrange(size + 1)}, {n}, 0.5)"] +
+                            ([f"{n} + np.triu(np.full({a.val.shape}, -2.0), 1)"]
+                             if a.ndim >= 2 else []))
         else:
             digits = r.choice([0, 1])
             scaled = a.fval * 10.0 ** digits
