@@ -17,30 +17,32 @@ import itertools
 import numpy as np
 
 from . import dtypes
+from .errors import user_loc
 from .ops import Op
+from .trace import _const, cast_node, expand_node, reshape_node
 
 _INT64_MAX = 2 ** 63 - 1
 
 
-def constant_node(graph, value, loc):
+def constant_node(graph, value):
     """Nodes computing array constant ``value`` (its dtype checked by the caller), or None
-    when its values are not an affine function of their indices."""
+    when its values do not follow from their indices."""
     if value.size == 0:
         return None
     first = value.reshape(-1)[:1]
     if np.array_equal(_bits(value), np.broadcast_to(_bits(first), value.shape)):
-        return graph.node(Op.CONST, value.dtype, value.shape, (), first.item(), loc)
+        return _const(graph, first.item(), value.dtype, value.shape)
     if value.dtype.kind == "b":
-        return _bool_mask(graph, value, loc)
+        return _bool_mask(graph, value)
     node = None
     if value.dtype.kind in "iu":
-        node = _integer_affine(graph, value, loc)
+        node = _integer_affine(graph, value)
     elif value.dtype in (dtypes.FLOAT16, dtypes.FLOAT32, dtypes.FLOAT64):
-        node = _float_affine(graph, value, loc)
-    return node if node is not None else _two_values(graph, value, loc)
+        node = _float_affine(graph, value)
+    return node if node is not None else _two_values(graph, value)
 
 
-def _two_values(graph, value, loc):
+def _two_values(graph, value):
     """A constant of two values laid out as a mask (``np.eye(n)``, an additive causal mask
     ``np.triu(np.full((n, n), -np.inf), 1)``): a select between them, or None."""
     bits = _bits(value).reshape(-1)
@@ -48,12 +50,12 @@ def _two_values(graph, value, loc):
     other = np.flatnonzero(bits != first)
     if not np.all((bits == first) | (bits == bits[other[0]])):
         return None
-    mask = _bool_mask(graph, (_bits(value) != first), loc)
+    mask = _bool_mask(graph, (_bits(value) != first))
     if mask is None:
         return None
-    a, b = (graph.node(Op.CONST, value.dtype, value.shape, (), value.reshape(-1)[i].item(), loc)
+    a, b = (_const(graph, value.reshape(-1)[i].item(), value.dtype, value.shape)
             for i in (other[0], 0))
-    return graph.node(Op.WHERE, value.dtype, value.shape, (mask, a, b), None, loc)
+    return graph.node(Op.WHERE, value.dtype, value.shape, (mask, a, b), None, user_loc())
 
 
 # a bool row along one axis as comparisons of the position j with thresholds t (one per
@@ -69,7 +71,7 @@ _MASK_FORMS = (
 )
 
 
-def _bool_mask(graph, value, loc):
+def _bool_mask(graph, value):
     """A bool constant that is ``j < t``, ``j >= t``, ``j == t``, ``j != t`` or ``lo <= j <
     hi`` of the position j along its last varying axis, each threshold an affine function of
     the other indices: padding masks, one-hot rows, causal and banded attention masks
@@ -85,17 +87,17 @@ def _bool_mask(graph, value, loc):
         if not np.array_equal(np.logical_and.reduce([_COMPARE[op](j, t)
                                                      for op, t in conditions]), rows):
             continue
-        nodes = [_threshold_test(graph, value.shape, axis, op, t, loc) for op, t in conditions]
+        nodes = [_threshold_test(graph, value.shape, axis, op, t) for op, t in conditions]
         if None in nodes:
             continue
         node = nodes[0]
         for other in nodes[1:]:
-            node = graph.node(Op.AND, value.dtype, value.shape, (node, other), None, loc)
+            node = _binary(graph, Op.AND, node, other)
         return node
     return None
 
 
-def _threshold_test(graph, shape, axis, op, t, loc):
+def _threshold_test(graph, shape, axis, op, t):
     """``op(j, t)`` over ``shape`` (j: the position along ``axis``; ``t``: one threshold per
     row, moved to the end), or None when ``t`` is not affine in the row's indices."""
     t = np.moveaxis(t, -1, axis)
@@ -103,15 +105,12 @@ def _threshold_test(graph, shape, axis, op, t, loc):
         t = _unclipped(t, shape[axis])
         if t is None:
             return None
-    t_node = _integer_rule(graph, t, loc)
+    t_node = _integer_rule(graph, t)
     if t_node is None:
         return None
-    if t_node.op is Op.CONST:
-        t_node = graph.node(Op.CONST, t_node.dtype, shape, (), t_node.arg, loc)
-    else:
-        t_node = graph.node(Op.EXPAND, t_node.dtype, shape, (t_node,), shape, loc)
-    j = _axis_node(graph, shape, axis, dtypes.INT64, loc)
-    return graph.node(op, np.dtype(bool), shape, (j, t_node), None, loc)
+    t_node = expand_node(graph, t_node, shape)
+    j = _axis_node(graph, shape, axis, dtypes.INT64)
+    return graph.node(op, np.dtype(bool), shape, (j, t_node), None, user_loc())
 
 
 def _unclipped(t, n):
@@ -137,12 +136,12 @@ def _unclipped(t, n):
     return full if np.array_equal(np.clip(full, 0, n), t) else None
 
 
-def _integer_rule(graph, t, loc):
+def _integer_rule(graph, t):
     """Nodes (int64) computing integer array ``t``: one value, or affine in its indices."""
     first = t.reshape(-1)[0]
     if np.all(t == first):
-        return graph.node(Op.CONST, t.dtype, t.shape, (), int(first), loc)
-    return _integer_affine(graph, t, loc)
+        return _const(graph, int(first), t.dtype, t.shape)
+    return _integer_affine(graph, t)
 
 
 def _bits(a):
@@ -160,7 +159,7 @@ def _axis_values(n, k, ndim, dtype):
         tuple(n if j == k else 1 for j in range(ndim)))
 
 
-def _integer_affine(graph, value, loc):
+def _integer_affine(graph, value):
     start = int(value.reshape(-1)[0])
     steps = [int(_unit(value, k)) - start if n > 1 else 0 for k, n in enumerate(value.shape)]
     if abs(start) + sum(abs(s) * (n - 1) for s, n in zip(steps, value.shape)) > _INT64_MAX:
@@ -172,19 +171,17 @@ def _integer_affine(graph, value, loc):
             not np.array_equal(want.astype(value.dtype), value):
         return None
     int64 = dtypes.INT64
-    node = None if start == 0 else graph.node(Op.CONST, int64, value.shape, (), start, loc)
+    node = None if start == 0 else _const(graph, start, int64, value.shape)
     for k, s in enumerate(steps):
         if s:
-            term = _axis_node(graph, value.shape, k, int64, loc)
+            term = _axis_node(graph, value.shape, k, int64)
             if s != 1:
-                term = _binary(graph, Op.MUL, term, s, loc)
-            node = term if node is None else \
-                graph.node(Op.ADD, int64, value.shape, (node, term), None, loc)
-    return node if value.dtype == int64 else \
-        graph.node(Op.CAST, value.dtype, value.shape, (node,), value.dtype, loc)
+                term = _binary(graph, Op.MUL, term, s)
+            node = term if node is None else _binary(graph, Op.ADD, node, term)
+    return cast_node(graph, node, value.dtype)
 
 
-def _float_affine(graph, value, loc):
+def _float_affine(graph, value):
     """start + i_0 * step_0 + i_1 * step_1 + ..., each operation rounded to the constant's
     dtype (as NumPy's arithmetic in that dtype and the kernel's both round it). A step is
     not known exactly from rounded values: the difference of the first two elements and
@@ -199,13 +196,11 @@ def _float_affine(graph, value, loc):
             break
     else:
         return None
-    node = graph.node(Op.CONST, dt, value.shape, (), start.item(), loc)
+    node = _const(graph, start.item(), dt, value.shape)
     for k, s in enumerate(steps):
         if s != 0:
-            term = graph.node(Op.CAST, dt, value.shape,
-                              (_axis_node(graph, value.shape, k, dtypes.INT64, loc),), dt, loc)
-            term = _binary(graph, Op.MUL, term, s.item(), loc)
-            node = graph.node(Op.ADD, dt, value.shape, (node, term), None, loc)
+            term = cast_node(graph, _axis_node(graph, value.shape, k, dtypes.INT64), dt)
+            node = _binary(graph, Op.ADD, node, _binary(graph, Op.MUL, term, s.item()))
     return node
 
 
@@ -230,18 +225,16 @@ def _reproduces(value, start, steps):
     return np.array_equal(_bits(want), _bits(value))
 
 
-def _axis_node(graph, shape, k, dtype, loc):
+def _axis_node(graph, shape, k, dtype):
     """0, 1, ..., shape[k]-1 along axis ``k``, broadcast to ``shape``."""
     n = shape[k]
-    node = graph.node(Op.ARANGE, dtype, (n,), (), None, loc)
-    column = tuple(n if j == k else 1 for j in range(len(shape)))
-    if column != (n,):
-        node = graph.node(Op.RESHAPE, dtype, column, (node,), column, loc)
-    if column != tuple(shape):
-        node = graph.node(Op.EXPAND, dtype, tuple(shape), (node,), tuple(shape), loc)
-    return node
+    node = graph.node(Op.ARANGE, dtype, (n,), (), None, user_loc())
+    node = reshape_node(graph, node, tuple(n if j == k else 1 for j in range(len(shape))))
+    return expand_node(graph, node, shape)
 
 
-def _binary(graph, op, node, scalar, loc):
-    c = graph.node(Op.CONST, node.dtype, node.shape, (), scalar, loc)
-    return graph.node(op, node.dtype, node.shape, (node, c), None, loc)
+def _binary(graph, op, node, other):
+    """``op`` of ``node`` and ``other`` (a node of its shape and dtype, or a number)."""
+    if not hasattr(other, "op"):
+        other = _const(graph, other, node.dtype, node.shape)
+    return graph.node(op, node.dtype, node.shape, (node, other), None, user_loc())

@@ -11,7 +11,6 @@ import warnings
 import numpy as np
 
 from . import dtypes
-from .constant import constant_node
 from .errors import (NumbamrError, TraceError, ShapeError, DTypeError, user_loc,
                      raised_by_user_code)
 from .graph import Graph
@@ -275,8 +274,9 @@ def _operand(value, graph, what="operand"):
         dt = _check_dtype(value.dtype, what)
         return _const(graph, value.item(), dt, ())
     if isinstance(value, np.ndarray):
+        from .constant import constant_node     # it builds its nodes with this module's
         _check_dtype(value.dtype, what)
-        node = constant_node(graph, value, user_loc())
+        node = constant_node(graph, value)
         if node is None:
             raise TraceError(f"a NumPy array constant of shape {value.shape} is used inside a "
                              "numbamr function; pass it as an argument instead (only array "
