@@ -68,6 +68,7 @@ def inspect(entry, cc=(9, 0)):
         "global_before_griddep_wait": _global_access_before(ptx, "griddepcontrol.wait"),
         "nan_minmax": len(re.findall(r"\b(?:max|min)\.NaN\.f32", ptx)),
         "nan_tests": len(re.findall(r"setp\.nan\.f32", ptx)),
+        "compares_64": len(re.findall(r"\bsetp\.\w+\.[su]64\b", ptx)),
         "rounded_products": len(re.findall(r"\bmul\.rn\.f(?:32|64)\b", ptx)),
         "registers": max(regs, default=0),
         "spill_bytes": sum(spills),

@@ -562,7 +562,9 @@ class Emitter:
         self.line(f"cuda.syncthreads()  # exchange {j}: the row's partials are published")
 
     def op_barrier(self, ins):
-        self.line(f"cuda.syncthreads()  # reduce #{ins.arg} partials written")
+        ids = ", ".join(f"#{i}" for i in ins.arg)
+        self.line(f"cuda.syncthreads()  # partials of reduce{'s' if len(ins.arg) > 1 else ''} "
+                  f"{ids} written")
 
     def op_stage_decl(self, ins):
         self.shared_decl(f"{ins.out[0]} = cuda.shared.array(0, {dtype_name(ins.dtype)})"

@@ -17,6 +17,7 @@ from ..errors import FusionError
 from ..graph import hashable_arg, toposort
 from ..ops import Op, ReduceKind, ALU, MOVEMENT
 from . import symbolic as sym
+from .narrow import NARROWED, narrow_compare
 
 # ops whose result is one of their operands' values, or an integer: already representable
 # in a narrow float dtype when the operands are
@@ -157,6 +158,7 @@ class _Evaluator:
         self.instances = {}               # (node id, key) -> ReduceInstance
         self.groups = {}                  # dims -> LoopGroup
         self.forbidden = loop_vars_forbidden_in_keys
+        self.bounds = {}                  # Val id -> (lo, hi) of an integer value, or None
 
     def group(self, dims):
         g = self.groups.get(dims)
@@ -170,6 +172,11 @@ class _Evaluator:
         """Values are held in their compute dtype: float16 is computed as float32."""
         cd = dtypes.compute_dtype(v.dtype)
         return v if cd == v.dtype else self.vb.make(Op.CAST, cd, (v,), cd)
+
+    def row_level(self, val):
+        """Is ``val`` the same at every position of every loop (a value of the row)?"""
+        loops = {g.var for g in self.groups.values()}
+        return not (val_vars(val) & loops)
 
     def ev(self, node, idx):
         key = (node.id, tuple(idx))
@@ -201,6 +208,8 @@ class _Evaluator:
             return self.compute(v)
         if op in ALU:
             srcs = [self.compute(self.ev(s, idx)) for s in node.srcs]
+            if op in NARROWED:
+                srcs = narrow_compare(vb, srcs, self.row_level, self.bounds)
             arg = BY_RECIPROCAL if op is Op.DIV and divides_by_broadcast(node) else None
             v = vb.make(op, dtypes.compute_dtype(node.dtype), srcs, arg)
             if v.dtype == node.dtype or op in SAME_VALUES:

@@ -220,8 +220,7 @@ class Linearizer:
                 insts = [r for r in level if r.group is g]
                 if insts:
                     self.reduce_pass(g, insts)
-            for r in level:
-                self.combine(r)
+            self.combine_level(level)
         self.row_stores()
         for g in k.groups:
             stores = [s for s in k.stores if s.group is g]
@@ -487,37 +486,62 @@ class Linearizer:
         self.add("INDEX", (name,), (ch.qvar,), arg=f"{ch.qvar} + {v}" if v else ch.qvar)
         return name
 
-    def combine(self, r):
+    def combine_level(self, level):
+        """The reduces of one depth combined across each row's threads: warp shuffles, then
+        (rows wider than a warp, or column layouts) every reduce's partials written to its
+        shared array behind one barrier for all of them, then split rows' exchanges."""
         L = self.L
-        accs = self.accs[r.id]
         t = L.threads_per_row
-        self.add("COMMENT", arg=f"combine #{r.id} {r.kind.value} across {t} threads")
-        kind = self.fused_first[r.id].kind if r.id in self.fused_first else r.kind
-        if t > 1 and L.layout == "row":
-            for off in _halvings(min(t, 32)):
-                others = [self.names.new(f"{a}_x{off}") for a in accs]
-                for i, (a, o) in enumerate(zip(accs, others)):
-                    self.add("SHFL", (o,), (a,), arg=(off, r.id), dtype=self._acc_dtype(r, i))
-                self.add("COMBINE", tuple(accs), tuple(accs) + tuple(others) + ("lane",),
-                         arg=(kind, off), dtype=r.body.dtype if r.id in self.fused_first
-                         else r.dtype)
+        accs = {}
+        if not level:       # every reduce of this depth comes out of a fused one
+            return
+        for r in level:
+            self.add("COMMENT", arg=f"combine #{r.id} {r.kind.value} across {t} threads")
+            accs[r.id] = self.warp_combine(r) if t > 1 and L.layout == "row" else \
+                list(self.accs[r.id])
         if t > 1 and (L.layout == "col" or t > 32):
-            smem = [s[0] for s in self.shared if s[3] == r.id]
-            if L.layout == "row":
-                count, write_idx, cond = t // 32, "rib, lane // 32", "lane % 32 == 0"
-            else:
-                count, write_idx, cond = t, "lane, rib", None
-            if cond:
-                self.add("IF", srcs=("lane",), arg=cond)
-            for i, (a, s) in enumerate(zip(accs, smem)):
+            self.shared_combine(level, accs)
+        for r in level:
+            self.finish(r, self.exchange(r, self._kind(r), accs[r.id]) if L.split > 1
+                        else accs[r.id])
+
+    def _kind(self, r):
+        return self.fused_first[r.id].kind if r.id in self.fused_first else r.kind
+
+    def warp_combine(self, r):
+        accs = list(self.accs[r.id])
+        for off in _halvings(min(self.L.threads_per_row, 32)):
+            others = [self.names.new(f"{a}_x{off}") for a in accs]
+            for i, (a, o) in enumerate(zip(accs, others)):
+                self.add("SHFL", (o,), (a,), arg=(off, r.id), dtype=self._acc_dtype(r, i))
+            self.add("COMBINE", tuple(accs), tuple(accs) + tuple(others) + ("lane",),
+                     arg=(self._kind(r), off), dtype=r.body.dtype if r.id in self.fused_first
+                     else r.dtype)
+        return accs
+
+    def shared_combine(self, level, accs):
+        """Each warp's (column layout: each thread's) partials of every reduce in ``level``
+        to shared memory, one barrier, then each row's partials combined in order."""
+        t = self.L.threads_per_row
+        if self.L.layout == "row":
+            count, write_idx, cond = t // 32, "rib, lane // 32", "lane % 32 == 0"
+        else:
+            count, write_idx, cond = t, "lane, rib", None
+        smem = {r.id: [s[0] for s in self.shared if s[3] == r.id] for r in level}
+        if cond:
+            self.add("IF", srcs=("lane",), arg=cond)
+        for r in level:
+            for i, (a, s) in enumerate(zip(accs[r.id], smem[r.id])):
                 self.add("SHARED_STORE", (), (s, a), arg=(write_idx, r.id),
                          dtype=self._acc_dtype(r, i))
-            if cond:
-                self.add("ENDIF", arg=cond)
-            self.add("BARRIER", arg=r.id)
-            accs = self.combine_partials(r, kind, smem, count)
-        if L.split > 1:
-            accs = self.exchange(r, kind, accs)
+        if cond:
+            self.add("ENDIF", arg=cond)
+        self.add("BARRIER", arg=tuple(r.id for r in level))
+        for r in level:
+            accs[r.id] = self.combine_partials(r, self._kind(r), smem[r.id], count)
+
+    def finish(self, r, accs):
+        """The row's combined accumulators become the reduce's result."""
         if r.id in self.fused_first:
             self.fused_results(self.fused_first[r.id], accs)
             return
