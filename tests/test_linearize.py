@@ -119,9 +119,17 @@ def test_verifier_catches_a_value_used_after_its_loop():
 
 def test_verifier_catches_a_barrier_inside_an_if():
     prog = next(p for n, p in programs_for(LAYOUTS[1]) if n == "softmax")
-    prog.instrs[-1:-1] = [Instr("IF", (), ("lane",), arg="lane == 0"), Instr("BARRIER", arg=0),
-                          Instr("ENDIF")]
+    prog.instrs[-1:-1] = [Instr("IF", (), ("lane",), arg="lane == 0"),
+                          Instr("BARRIER", arg=(0,)), Instr("ENDIF")]
     with pytest.raises(VerifyError, match="inside an if"):
+        verify(prog)
+
+
+def test_verifier_catches_an_empty_block():
+    """An if or loop with nothing in it (not even a comment) is not Python."""
+    prog = next(p for n, p in programs_for(LAYOUTS[1]) if n == "softmax")
+    prog.instrs[-1:-1] = [Instr("IF", (), ("lane",), arg="lane == 0"), Instr("ENDIF")]
+    with pytest.raises(VerifyError, match="empty"):
         verify(prog)
 
 
@@ -261,6 +269,51 @@ def test_short_rows_written_whole_take_small_blocks(name, block, columns):
     assert all(plan.resident for plan in k.layout.groups)
     assert k.block == block
     assert k.layout.threads_per_row * k.layout.rows_per_block == block
+
+
+@pytest.mark.parametrize("options", LAYOUTS[1:2] + LAYOUTS[3:], ids=str)
+def test_one_barrier_for_the_reduces_of_a_depth(options):
+    """The sum, max and min of a row write their partials to shared memory before one
+    barrier, and each is read back after it."""
+    x = np.zeros((8, 4096), np.float32)
+    prog = lower_for_gpu(nm.jit(**options)(BY_NAME["sum_max_min"].fn), (x,)).kernels[0].program
+    ops = [ins.op for ins in prog.instrs]
+    assert ops.count("BARRIER") == 1
+    barrier = ops.index("BARRIER")
+    stores = [i for i, op in enumerate(ops) if op == "SHARED_STORE"]
+    loads = [i for i, op in enumerate(ops) if op == "SHARED_LOAD"]
+    assert len(stores) == 3 and max(stores) < barrier < min(loads)
+
+
+def test_reduces_of_two_depths_take_two_barriers():
+    """A row held in registers by two warps: logsumexp's max, then its sum (two barriers)."""
+    x = np.zeros((8, 1024), np.float32)
+    jit = nm.jit(threads_per_row=64, rows_per_block=2)
+    prog = lower_for_gpu(jit(BY_NAME["logsumexp"].fn), (x,)).kernels[0].program
+    assert [ins.op for ins in prog.instrs].count("BARRIER") == 2
+
+
+def _one_hot_cross_entropy(logits, labels):
+    top = logits.max(axis=-1, keepdims=True)
+    lse = np.log(np.exp(logits - top).sum(axis=-1)) + top[:, 0]
+    picked = np.where(np.arange(logits.shape[-1]) == labels[:, None], logits, 0).sum(axis=-1)
+    return lse - picked
+
+
+@pytest.mark.parametrize("columns", [1024, 2048, 8192])
+def test_rows_of_three_reduces_to_a_value_hold_32_floats_a_thread(columns):
+    """A value per row from three reduces (cross-entropy; sum, max and min): 32 float32 a
+    thread; from two (logsumexp, variance) or written whole (softmax): 16 (bench/RESULTS.md)."""
+    rng = np.random.default_rng(0)
+    logits = np.empty((4096, columns), np.float32)
+    cases = [(_one_hot_cross_entropy, (logits, np.zeros(4096, np.int64)), 32)]
+    cases += [(BY_NAME[n].fn, BY_NAME[n].make(rng, 4096, columns), per_thread)
+              for n, per_thread in (("sum_max_min", 32), ("logsumexp", 16), ("variance", 16),
+                                    ("softmax", 16))]
+    for fn, inputs, per_thread in cases:
+        (k,) = lower_for_gpu(fn, inputs).kernels
+        assert k.layout.threads_per_row * per_thread == columns, (fn.__name__, k.layout)
+        assert all(plan.resident for plan in k.layout.groups), fn.__name__
 
 
 def test_column_reductions_over_few_columns_split_into_two_kernels():

@@ -3,6 +3,7 @@
 - every name is defined before it is read, in a scope that is still open;
 - IF/ENDIF and LOOP/ENDLOOP nest and are all closed by the end;
 - no barrier or warp shuffle sits inside an IF (every thread of a block must reach it);
+- no IF or LOOP is empty (its Python source would not parse);
 - every shared array belongs to one reduce, and only that reduce's instructions touch it.
 """
 import re
@@ -43,6 +44,8 @@ def verify(program):
         elif ins.op in ("ENDIF", "ENDLOOP"):
             if not stack or _OPEN[stack[-1]] != ins.op:
                 raise VerifyError(f"{where} closes a block that is not open")
+            if i and program.instrs[i - 1].op in _OPEN:
+                raise VerifyError(f"{where} closes an empty block")
             stack.pop()
             scopes.pop()
         scopes[-1].update(ins.out)
