@@ -303,13 +303,17 @@ def _one_hot_cross_entropy(logits, labels):
 @pytest.mark.parametrize("columns", [1024, 2048, 8192])
 def test_rows_of_three_reduces_to_a_value_hold_32_floats_a_thread(columns):
     """A value per row from three reduces (cross-entropy; sum, max and min): 32 float32 a
-    thread; from two (logsumexp, variance) or written whole (softmax): 16 (bench/RESULTS.md)."""
+    thread; from two (logsumexp, variance) or written whole (softmax): 16 (bench/RESULTS.md);
+    float16 rows: 32 a thread either way."""
     rng = np.random.default_rng(0)
     logits = np.empty((4096, columns), np.float32)
     cases = [(_one_hot_cross_entropy, (logits, np.zeros(4096, np.int64)), 32)]
     cases += [(BY_NAME[n].fn, BY_NAME[n].make(rng, 4096, columns), per_thread)
               for n, per_thread in (("sum_max_min", 32), ("logsumexp", 16), ("variance", 16),
                                     ("softmax", 16))]
+    # float16 rows already hold 32 values a thread (64 bytes): twice would leave registers
+    cases.append((_one_hot_cross_entropy, (logits.astype(np.float16), np.zeros(4096, np.int64)),
+                  32))
     for fn, inputs, per_thread in cases:
         (k,) = lower_for_gpu(fn, inputs).kernels
         assert k.layout.threads_per_row * per_thread == columns, (fn.__name__, k.layout)

@@ -490,11 +490,11 @@ class Linearizer:
         """The reduces of one depth combined across each row's threads: warp shuffles, then
         (rows wider than a warp, or column layouts) every reduce's partials written to its
         shared array behind one barrier for all of them, then split rows' exchanges."""
+        if not level:       # every reduce of this depth comes out of a fused one
+            return
         L = self.L
         t = L.threads_per_row
         accs = {}
-        if not level:       # every reduce of this depth comes out of a fused one
-            return
         for r in level:
             self.add("COMMENT", arg=f"combine #{r.id} {r.kind.value} across {t} threads")
             accs[r.id] = self.warp_combine(r) if t > 1 and L.layout == "row" else \
