@@ -9,6 +9,7 @@ from numbamr.lowering.linearize import Instr
 from numbamr.lowering.verify import verify, VerifyError
 from programs import PROGRAMS, BY_NAME
 from test_ptx import lower_for_gpu
+from test_constant import _cross_entropy
 
 LAYOUTS = [
     dict(),
@@ -293,13 +294,6 @@ def test_reduces_of_two_depths_take_two_barriers():
     assert [ins.op for ins in prog.instrs].count("BARRIER") == 2
 
 
-def _one_hot_cross_entropy(logits, labels):
-    top = logits.max(axis=-1, keepdims=True)
-    lse = np.log(np.exp(logits - top).sum(axis=-1)) + top[:, 0]
-    picked = np.where(np.arange(logits.shape[-1]) == labels[:, None], logits, 0).sum(axis=-1)
-    return lse - picked
-
-
 @pytest.mark.parametrize("columns", [1024, 2048, 8192])
 def test_rows_of_three_reduces_to_a_value_hold_32_floats_a_thread(columns):
     """A value per row from three reduces (cross-entropy; sum, max and min): 32 float32 a
@@ -307,12 +301,12 @@ def test_rows_of_three_reduces_to_a_value_hold_32_floats_a_thread(columns):
     float16 rows: 32 a thread either way."""
     rng = np.random.default_rng(0)
     logits = np.empty((4096, columns), np.float32)
-    cases = [(_one_hot_cross_entropy, (logits, np.zeros(4096, np.int64)), 32)]
+    cases = [(_cross_entropy, (logits, np.zeros(4096, np.int64)), 32)]
     cases += [(BY_NAME[n].fn, BY_NAME[n].make(rng, 4096, columns), per_thread)
               for n, per_thread in (("sum_max_min", 32), ("logsumexp", 16), ("variance", 16),
                                     ("softmax", 16))]
     # float16 rows already hold 32 values a thread (64 bytes): twice would leave registers
-    cases.append((_one_hot_cross_entropy, (logits.astype(np.float16), np.zeros(4096, np.int64)),
+    cases.append((_cross_entropy, (logits.astype(np.float16), np.zeros(4096, np.int64)),
                   32))
     for fn, inputs, per_thread in cases:
         (k,) = lower_for_gpu(fn, inputs).kernels
