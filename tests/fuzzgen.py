@@ -138,6 +138,17 @@ def _factor_rounding_drift(vals, c, axes, dtype):
     return float(np.abs(drift).max()) if drift.size else 0.0
 
 
+def _check_clear_extremes(vals, axis):
+    """Rejects values whose maximum along ``axis`` (None: all) is not clear of the next value
+    by a margin or tied with it exactly (NumPy's argmax takes the first of a tie; float32
+    rounding cannot move a clear one)."""
+    rows = vals.reshape(1, -1) if axis is None else np.moveaxis(vals, axis, -1)
+    best = rows.max(axis=-1, keepdims=True)
+    below = np.where(rows < best, rows, -np.inf).max(axis=-1, keepdims=True)
+    if np.any(best - below < 1e-3 * (1.0 + np.abs(vals).max())):
+        raise Rejected("an extreme too close to the next value")
+
+
 class Rejected(Exception):
     """The statement (or program) drawn is not tame enough; draw another."""
 
@@ -542,7 +553,7 @@ class _Builder:
         tame: a reduction masked by a comparison decided by a margin, a norm, a product with
         a vector, a weighted average, nanvar/nanstd, a rounding of values clear of ties, or
         positions from np.arange (scaled, one-hot, added, a prefix mask, an additive
-        triangular mask)."""
+        triangular mask, compared with the row's argmax shifted in or far out of the row)."""
         r = self.r
         a = self._pick(lambda v: v.ndim >= 1 and v.val.size > 1 and v.depth < self.MAX_DEPTH)
         n, axis = a.name, r.randrange(-a.ndim, a.ndim)
@@ -586,9 +597,16 @@ class _Builder:
             call = r.choice([f"{n} * ({pos} * 0.5 - 1.0)",
                              f"np.where({pos} == {r.randrange(size)}, {n}, 0).sum(axis={axis})",
                              f"({n} + {pos}).max(axis={axis})",
-                             f"np.where({pos} < {r.randrange(size + 1)}, {n}, 0.5)"] +
+                             f"np.where({pos} < {r.randrange(size + 1)}, {n}, 0.5)",
+                             "by-argmax"] +
                             ([f"{n} + np.triu(np.full({a.val.shape}, -2.0), 1)"]
                              if a.ndim >= 2 else []))
+            if call == "by-argmax":     # positions against a threshold of the row's own
+                _check_clear_extremes(a.fval, axis)
+                shift = r.choice(["", " * 3 - 5", " + 2 ** 32", " - 2 ** 32 + 1", " + 1"])
+                op = r.choice(["==", "!=", "<", ">="])
+                top = f"np.argmax({n}, axis={axis}, keepdims=True){shift}"
+                call = f"np.where({pos} {op} {top}, {n}, 0).sum(axis={axis})"
         else:
             digits = r.choice([0, 1])
             scaled = a.fval * 10.0 ** digits
@@ -606,12 +624,7 @@ class _Builder:
         a = self._pick(lambda v: v.ndim >= 1 and v.val.size > 1 and v.depth < self.MAX_DEPTH)
         kind = r.choice(["argmax", "argmin"])
         axis = r.choice([None] + list(range(-a.ndim, a.ndim)))
-        vals = a.fval if kind == "argmax" else -a.fval
-        rows = vals.reshape(1, -1) if axis is None else np.moveaxis(vals, axis, -1)
-        best = rows.max(axis=-1, keepdims=True)
-        below = np.where(rows < best, rows, -np.inf).max(axis=-1, keepdims=True)
-        if np.any(best - below < 1e-3 * (1.0 + np.abs(vals).max())):
-            raise Rejected("an extreme too close to the next value")
+        _check_clear_extremes(a.fval if kind == "argmax" else -a.fval, axis)
         args = [] if axis is None else [str(axis) if r.random() < 0.4 else f"axis={axis}"]
         if axis is not None and r.random() < 0.3:
             args.append("keepdims=True")
