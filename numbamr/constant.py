@@ -50,7 +50,7 @@ def _two_values(graph, value):
     other = np.flatnonzero(bits != first)
     if not np.all((bits == first) | (bits == bits[other[0]])):
         return None
-    mask = _bool_mask(graph, (_bits(value) != first))
+    mask = _bool_mask(graph, bits.reshape(value.shape) != first)
     if mask is None:
         return None
     a, b = (_const(graph, value.reshape(-1)[i].item(), value.dtype, value.shape)

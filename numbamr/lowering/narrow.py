@@ -78,7 +78,7 @@ def narrow_compare(vb, srcs, row_level, memo):
         return srcs
     ba, bb = int_bounds(a, memo), int_bounds(b, memo)
     if _inside(ba, *I32) and _inside(bb, *I32):
-        return tuple(vb.make(Op.CAST, INT32, (s,), INT32) for s in srcs)
+        return _cast(vb, a), _cast(vb, b)
     if _inside(ba, I32[0] + 1, I32[1] - 1) and bb is None and row_level(b):
         return _cast(vb, a), _cast(vb, _clamp(vb, b, ba))
     if _inside(bb, I32[0] + 1, I32[1] - 1) and ba is None and row_level(a):

@@ -369,14 +369,14 @@ def _writes_rows(kernel):
     return any(s.group is not None for s in kernel.stores)
 
 
-def _combines_a_row(kernel):
-    """How many reduces a row's threads combine. A kernel writing a value per row with three
-    or more (a one-hot cross-entropy: max, picked logit, sum of exponentials) holds twice the
-    values a thread (float32: 32), so that each thread's share of the combines halves:
-    measured on the H200 at 1024 to 8192 columns (bench/RESULTS.md, run 17), a cross-entropy
-    ran 9-13% faster with 32 float32 a thread, sum + max + min level; variance, logsumexp
-    and sum + max (two reduces) were level within 2% and keep 16."""
-    return len(kernel.reduces)
+def _many_combines_to_a_value(kernel):
+    """Does ``kernel`` write a value per row from three reduces or more (a one-hot
+    cross-entropy: max, picked logit, sum of exponentials)? Such rows hold twice the values
+    a thread (float32: 32), so that each thread's share of the combines halves: measured on
+    the H200 at 1024 to 8192 columns (bench/RESULTS.md, run 17), a cross-entropy ran 9-13%
+    faster with 32 float32 a thread, sum + max + min level; variance, logsumexp and sum +
+    max (two reduces) were level within 2% and keep 16."""
+    return len(kernel.reduces) >= 3 and not _writes_rows(kernel)
 
 
 def _choose_layout(kernel, forced, simulator, split=1):
@@ -396,7 +396,7 @@ def _choose_layout(kernel, forced, simulator, split=1):
         per_thread = 2 if simulator else max(8, 64 // _narrowest_load(kernel))
         t = min(cap, _pow2_ceil(max(1, -(-extent // per_thread))))
         if not simulator and 32 < t <= 512 and 2 * per_thread <= 32 and \
-                _combines_a_row(kernel) >= 3 and not _writes_rows(kernel):
+                _many_combines_to_a_value(kernel):
             t //= 2     # still held in registers: at most 32 values a thread
     if forced.rows_per_block is not None:
         rb = forced.rows_per_block
