@@ -382,24 +382,36 @@ def _many_combines_to_a_value(kernel):
 def _choose_layout(kernel, forced, simulator, split=1):
     layout = forced.layout or ("col" if _prefers_col(kernel) else "row")
     extent = max((g.extent // split for g in kernel.groups), default=1)
-    nrows = kernel.nrows
-    vectors = {g.id: _vector_width(kernel, g, 1 if layout == "col" else forced.vector, split)
-               for g in kernel.groups}
-    cap = 32 if simulator else 1024
+    t = _threads_per_row(kernel, forced, layout, extent, simulator)
+    rb = _rows_per_block(kernel, forced, layout, t, split, simulator)
+    plans = tuple(_group_plan(kernel, g, forced, layout, t, split, simulator)
+                  for g in kernel.groups)
+    return _second_choice(kernel, forced, simulator, Layout(t, rb, layout, plans, split=split))
+
+
+def _threads_per_row(kernel, forced, layout, extent, simulator):
     if forced.threads_per_row is not None:
-        t = forced.threads_per_row
-    elif layout == "col":       # enough warps in flight: up to 32 threads down each column
+        return forced.threads_per_row
+    if layout == "col":         # enough warps in flight: up to 32 threads down each column
         t = 1 if extent <= 1 else min(4 if simulator else 32, _pow2_ceil(-(-extent // 64)))
         if not simulator and forced.rows_per_block is None:
-            t = _col_threads(t, nrows)
-    else:       # about 64 bytes of each input per thread: 16 float32, 32 float16
-        per_thread = 2 if simulator else max(8, 64 // _narrowest_load(kernel))
-        t = min(cap, _pow2_ceil(max(1, -(-extent // per_thread))))
-        if not simulator and 32 < t <= 512 and 2 * per_thread <= 32 and \
-                _many_combines_to_a_value(kernel):
-            t //= 2     # still held in registers: at most 32 values a thread
+            t = _col_threads(t, kernel.nrows)
+        return t
+    # about 64 bytes of each input per thread: 16 float32, 32 float16
+    per_thread = 2 if simulator else max(8, 64 // _narrowest_load(kernel))
+    t = min(32 if simulator else 1024, _pow2_ceil(max(1, -(-extent // per_thread))))
+    if not simulator and 32 < t <= 512 and 2 * per_thread <= 32 and \
+            _many_combines_to_a_value(kernel):
+        t //= 2     # still held in registers: at most 32 values a thread
+    return t
+
+
+def _rows_per_block(kernel, forced, layout, t, split, simulator):
+    nrows = kernel.nrows
     if forced.rows_per_block is not None:
         rb = forced.rows_per_block
+    elif split > 1 and layout == "row":
+        rb = 1          # a split row layout: one row a block, its threads over the segment
     else:
         target = 64 if simulator else 1024 if layout == "col" else \
             ROW_OUTPUT_BLOCK_THREADS if _writes_rows(kernel) else ROW_BLOCK_THREADS
@@ -407,32 +419,36 @@ def _choose_layout(kernel, forced, simulator, split=1):
         rb = max(1, min(target // t, _pow2_ceil(nrows), widest if layout == "col" else 1024))
         if simulator:
             rb = min(rb, 2)
-    if split > 1 and forced.rows_per_block is None and layout == "row":
-        rb = 1          # a split row layout: one row a block, its threads over the segment
-    if t * rb > 1024:
-        rb = max(1, 1024 // t)
-    plans = []
-    for g in kernel.groups:
-        v = vectors[g.id]
-        need = -(-(g.extent // split) // (t * v))
-        if forced.upcast is not None:
-            resident = need <= forced.upcast
-        else:       # keep at most 32 values per thread and array in registers
-            resident = need * v <= (16 if simulator else 32)
-        if resident:
-            plans.append(GroupPlan(v, need, True))
-        else:
-            unroll = forced.unroll if forced.unroll is not None else \
-                2 if simulator else COL_UNROLL if layout == "col" else 4
-            plans.append(GroupPlan(v, max(1, min(unroll, need)), False))
-    result = Layout(t, rb, layout, tuple(plans), split=split)
-    if layout == "row" and forced.upcast is None and any(not p.resident for p in plans):
+    return rb if t * rb <= 1024 else max(1, 1024 // t)
+
+
+def _group_plan(kernel, g, forced, layout, t, split, simulator):
+    """Resident (in registers) when few enough chunks a thread, else streamed."""
+    v = _vector_width(kernel, g, 1 if layout == "col" else forced.vector, split)
+    need = -(-(g.extent // split) // (t * v))
+    if forced.upcast is not None:
+        resident = need <= forced.upcast
+    else:       # keep at most 32 values per thread and array in registers
+        resident = need * v <= (16 if simulator else 32)
+    if resident:
+        return GroupPlan(v, need, True)
+    unroll = forced.unroll if forced.unroll is not None else \
+        2 if simulator else COL_UNROLL if layout == "col" else 4
+    return GroupPlan(v, max(1, min(unroll, need)), False)
+
+
+def _second_choice(kernel, forced, simulator, result):
+    """The layout the first choice leads to: rows staged in shared memory, streamed by
+    fewer threads, or held other than by 1024 threads (each where measured faster)."""
+    t, plans, split = result.threads_per_row, result.groups, result.split
+    row = result.layout == "row"
+    if row and forced.upcast is None and any(not p.resident for p in plans):
         staged = _staged_layout(kernel, result, forced, simulator)
         if staged is not None:
             return staged
-    if layout == "row" and forced.threads_per_row is None and forced.rows_per_block is None \
-            and not simulator and split == 1 and t > STREAM_THREADS and nrows >= COL_BLOCKS and \
-            not any(p.resident for p in plans) and \
+    if row and forced.threads_per_row is None and forced.rows_per_block is None \
+            and not simulator and split == 1 and t > STREAM_THREADS and \
+            kernel.nrows >= COL_BLOCKS and not any(p.resident for p in plans) and \
             all(n <= 1 for n in _streamed_passes(kernel, result).values()):
         # rows streamed in one pass, plenty of them: fewer threads a row, so that each
         # block's combine is a smaller share of its time (measured 17-35% faster at
@@ -440,10 +456,11 @@ def _choose_layout(kernel, forced, simulator, split=1):
         unroll = forced.unroll if forced.unroll is not None else STREAM_UNROLL
         return _choose_layout(kernel, replace(forced, threads_per_row=STREAM_THREADS,
                                               unroll=unroll), simulator, split)
-    if layout == "row" and t == 1024 and not simulator and split == 1 and \
-            nrows >= COL_BLOCKS and all(p.resident and p.chunks * p.vector > 16 for p in plans) \
-            and all(getattr(forced, f) is None for f in ("threads_per_row", "rows_per_block",
-                                                         "upcast", "unroll", "stage")):
+    if row and t == 1024 and not simulator and split == 1 and \
+            kernel.nrows >= COL_BLOCKS and \
+            all(p.resident and p.chunks * p.vector > 16 for p in plans) and \
+            all(getattr(forced, f) is None for f in ("threads_per_row", "rows_per_block",
+                                                     "upcast", "unroll", "stage")):
         return _instead_of_1024_threads(kernel, forced, result)
     return result
 
