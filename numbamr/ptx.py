@@ -50,6 +50,9 @@ def inspect(entry, cc=(9, 0)):
         "ok": True, "error": None,
         "vector_loads": len(re.findall(r"ld\.global(?:\.[\w:]+)*\.v[248]\.", ptx)),
         "vector_stores": len(re.findall(r"st\.global(?:\.[\w:]+)*\.v[248]\.", ptx)),
+        # one byte a load or store (bool and 8-bit buffers read or written element-wise)
+        "byte_loads": len(re.findall(r"\bld\.global(?:\.[\w:]+)*\.[usb]8\b", ptx)),
+        "byte_stores": len(re.findall(r"\bst\.global(?:\.[\w:]+)*\.[usb]8\b", ptx)),
         "scalar_global_loads": len(re.findall(
             r"ld\.global(?:\.nc)?(?:\.L2::cache_hint)?\.[fbsu]\d+", ptx)),
         # loads under an L2 eviction policy, and the policies they use

@@ -841,8 +841,13 @@ class Linearizer:
             text, names = self.address(addr, ch, 0)
             outs = [self.names.new(f"{base}_{ch.qvar}_{i}") for i in range(width)]
             mask = (ch.mask,) if ch.mask else ()
-            self.add("VLOAD", tuple(outs), (buf,) + names + mask, arg=(text, ch.mask),
-                     dtype=val.dtype)
+            boolean = np.dtype(val.dtype).kind == "b"
+            raw = [self.names.new(f"{o}_u8") for o in outs] if boolean else outs
+            self.add("VLOAD", tuple(raw), (buf,) + names + mask, arg=(text, ch.mask),
+                     dtype=np.dtype(np.uint8) if boolean else val.dtype)
+            for o, r in zip(outs, raw if boolean else ()):   # bool buffers are bytes
+                self.add("ALU", (o,), (r, const_literal(0, np.uint8)), arg=Op.NE,
+                         dtype=np.dtype(bool))
             for i, o in enumerate(outs[1:], 1):
                 self.elem_memo[(val.id, ch.group.id, ch.u, i)] = o
             return outs[0]
@@ -859,7 +864,7 @@ class Linearizer:
             return False
         if self.aligned is not None and buf not in self.aligned:
             return False
-        if width * np.dtype(dtype).itemsize > 32 or np.dtype(dtype).kind == "b":
+        if width * np.dtype(dtype).itemsize > 32:
             return False
         rest = addr.substitute({g.var: sym.lift(0)})
         return rest.const % width == 0 and all(c % width == 0 for _, c in rest.terms)
