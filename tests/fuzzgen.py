@@ -81,6 +81,7 @@ STREAMS = {
     "composites": "share of steps that are masked reductions (where=, initial=), norms, "
                   "products with a vector, einsums, weighted averages, nanvar/nanstd, "
                   "rounding or np.arange constants",
+    "bools": "share of the extra inputs (y, z) that are bool masks, used where masks are",
 }
 
 
@@ -209,18 +210,23 @@ class _Builder:
         # seed for seed
         halves = np.random.default_rng([self.seed, 16])
         integers = np.random.default_rng([self.seed, 32])
+        self.bool_r = np.random.default_rng([self.seed, 64])
         self.inputs, self.input_names, self.input_views = [], [], []
+        self.mask_inputs = []
         for name, s in specs:
             dt = np.float64 if r.random() < 0.08 else np.float32
             if dt == np.float32 and halves.random() < self.p.get("half", 0.0):
                 dt = np.float16
             if integers.random() < self.p.get("ints", 0.0):
                 dt = integers.choice([np.int32, np.int64, np.uint8, np.int8])
+            if name != "x" and self.p.get("bools") and self.bool_r.random() < self.p["bools"]:
+                dt = np.bool_
             base_shape, view = self._strided(s)
             base = rng.standard_normal(base_shape)
-            # small integers: sums stay exact, extremes tie
+            # small integers: sums stay exact, extremes tie; masks keep about 65%
             base = np.abs(np.round(base * 3)) if dt == np.uint8 else \
-                np.round(base * 3) if np.dtype(dt).kind == "i" else base
+                np.round(base * 3) if np.dtype(dt).kind == "i" else \
+                base > -0.4 if dt == np.bool_ else base
             base = base.astype(dt)
             a = eval("base" + view, {"base": base}) if view else base
             self.inputs.append(a)
@@ -228,9 +234,12 @@ class _Builder:
             self.input_views.append((base, view) if view else None)
             # integers keep their dtype, so that the values the generator judges wrap and
             # promote as NumPy's (uint8 - uint64 wraps to about 1.8e19: simulator seed 935509)
-            v = _Var(name, a if a.dtype.kind in "iu" else a.astype(np.float64), kind="input")
+            v = _Var(name, a if a.dtype.kind in "biu" else a.astype(np.float64),
+                     kind="mask" if dt == np.bool_ else "input")
             self.vars.append(v)
             self.env[name] = v.val
+            if dt == np.bool_:
+                self.mask_inputs.append(v)
 
     def _strided(self, shape):
         """(shape of the array allocated, view of it passed in): most inputs are contiguous;
@@ -424,8 +433,12 @@ class _Builder:
         """A boolean array: an output, and an operand of where, of bool * float and of
         sum (int64) / mean / any / all."""
         r = self.r
-        cond, shape, depth = self._cond()
-        m = self._emit(cond, depth, kind="mask")
+        if self.mask_inputs and self.bool_r.random() < 0.7:     # a mask argument
+            m = self.mask_inputs[int(self.bool_r.integers(len(self.mask_inputs)))]
+            shape, depth = m.shape, m.depth
+        else:
+            cond, shape, depth = self._cond()
+            m = self._emit(cond, depth, kind="mask")
         use = r.random()
         if use < 0.25:
             a = self._pick(lambda v: _broadcastable(v.shape, shape))
@@ -766,6 +779,8 @@ class _Builder:
                 f = self._extra
             elif self.p.get("composites") and self.arg_r.random() < self.p["composites"]:
                 f = self._composite         # no draw without the stream: seeds keep programs
+            if self.mask_inputs and self.bool_r.random() < 0.25:
+                f = self._mask              # a step on a mask argument (only with the stream)
             mark = (len(self.lines), len(self.vars), self.counter)
             try:
                 f()
@@ -786,7 +801,7 @@ class _Builder:
 
     def _choose_outputs(self):
         r = self.r
-        made = [v for v in self.vars if v.kind != "input"]
+        made = [v for v in self.vars if v.kind != "input" and v not in self.mask_inputs]
         used = set()
         for line in self.lines:
             rhs = line.split("=", 1)[1]

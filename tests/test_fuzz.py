@@ -45,11 +45,12 @@ def test_fuzz_simulator(seed):
 
 
 # programs with argmax / argmin steps, with the ufuncs, casts and axis moves the other steps
-# leave out, with integer inputs, and with the composed NumPy functions (masked reductions,
-# norms, products with a vector...): profiles of their own, so SEEDS keep their programs
+# leave out, with integer inputs, with the composed NumPy functions (masked reductions,
+# norms, products with a vector...) and with bool mask arguments: profiles of their own, so
+# SEEDS keep their programs
 STEP_SEEDS = [(s, "arg_reductions") for s in range(3000, 3030)] + \
     [(s, "extras") for s in range(4000, 4030)] + [(s, "ints") for s in range(5000, 5030)] + \
-    [(s, "composites") for s in range(6000, 6030)]
+    [(s, "composites") for s in range(6000, 6030)] + [(s, "bools") for s in range(8000, 8030)]
 
 # seeds whose programs (with their drawn options) accept split=2 in the simulator
 SPLIT_SEEDS = [2024, 2025, 2027, 2038, 2064, 2071, 2073, 2086, 2097, 2102, 2117, 2119, 2141]
@@ -59,8 +60,9 @@ SPLIT_SEEDS = [2024, 2025, 2027, 2038, 2064, 2071, 2073, 2086, 2097, 2102, 2117,
 def test_fuzz_more_steps(seed, steps):
     """Random programs run in the simulator with one step (or input) in three drawn from
     ``steps``: positions of extremes (int64, compared exactly with NumPy's: the first of a
-    tie), logs, trigonometry, casts, floor/ceil, axis moves, small-integer inputs, or masked
-    reductions, norms, products with a vector, averages, nanvar/nanstd and rounding."""
+    tie), logs, trigonometry, casts, floor/ceil, axis moves, small-integer inputs, masked
+    reductions, norms, products with a vector, averages, nanvar/nanstd and rounding, or bool
+    mask arguments."""
     check_case(*make_case(seed, dict(SIM, **{steps: 0.3})))
 
 
