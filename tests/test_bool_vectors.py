@@ -6,7 +6,7 @@ import pytest
 
 import numbamr as nm
 from helpers import check
-from test_ptx import lower_for_gpu
+from test_ptx import compile_report, lower_for_gpu
 
 SHAPES = [(3, 4), (5, 36), (4, 1000), (2, 4100), (7, 256), (33, 64), (2, 65536)]
 
@@ -31,8 +31,8 @@ def _mask(rng, rows, cols):
     return m
 
 
-def _bool_vector_loads(fn, *inputs):
-    """(dtype, width) of the vector loads and stores of bool buffers in fn's kernels."""
+def _bool_vector_accesses(fn, *inputs):
+    """(op, width) of the vector loads and stores of bool buffers in fn's kernels."""
     found = []
     for k in lower_for_gpu(fn, inputs).kernels:
         bufs = {name for name, _, dt, _ in k.program.params if np.dtype(dt).kind == "b"}
@@ -49,7 +49,7 @@ def test_a_mask_argument_is_read_in_vectors(rows, cols):
     m = _mask(rng, rows, cols)
     check(masked_softmax, x, m)
     if cols % 4 == 0:
-        loads = _bool_vector_loads(masked_softmax, x, m)
+        loads = _bool_vector_accesses(masked_softmax, x, m)
         assert loads and all(op == "VLOAD" and n >= 4 for op, n in loads), loads
 
 
@@ -58,7 +58,7 @@ def test_a_bool_output_is_written_in_vectors(rows, cols):
     x = np.random.default_rng(cols).standard_normal((rows, cols)).astype(np.float32)
     check(above_mean, x)
     if cols % 4 == 0:
-        stores = _bool_vector_loads(above_mean, x)
+        stores = _bool_vector_accesses(above_mean, x)
         assert stores and all(op == "VSTORE" and n >= 4 for op, n in stores), stores
 
 
@@ -69,7 +69,7 @@ def test_a_mask_broadcast_along_the_rows_is_read_in_vectors(rows, cols):
     keep = rng.random(cols) < 0.5
     keep[:3] = True
     check(kept_sum, x, keep)
-    assert any(op == "VLOAD" for op, _ in _bool_vector_loads(kept_sum, x, keep))
+    assert any(op == "VLOAD" for op, _ in _bool_vector_accesses(kept_sum, x, keep))
 
 
 def test_nonzero_bytes_other_than_1_are_true():
@@ -83,3 +83,17 @@ def test_nonzero_bytes_other_than_1_are_true():
     want = kept_sum(x.astype(np.float64), raw != 0)
     np.testing.assert_allclose(np.asarray(got[0]), want[0], rtol=1e-5)
     np.testing.assert_allclose(np.asarray(got[1]), want[1], rtol=1e-6)
+
+
+@pytest.mark.ptx
+def test_bool_masks_and_outputs_move_as_words_not_bytes():
+    """A mask argument (a causal softmax's) is read 4 bytes a load and a bool output written
+    4 bytes a store: no byte-wide global access is left (before, each element was one)."""
+    x = np.empty((64, 4096), np.float32)
+    m = np.ones((64, 4096), bool)
+    kernels = lower_for_gpu(masked_softmax, (x, m)).kernels + \
+        lower_for_gpu(above_mean, (x,)).kernels
+    for k, r in zip(kernels, compile_report(kernels)):
+        assert r["ok"], r["error"]
+        assert r["byte_loads"] == 0 and r["byte_stores"] == 0, (k.name, r)
+        assert r["spill_bytes"] == 0, (k.name, r["spill_bytes"])

@@ -110,26 +110,6 @@ def test_half_rows_move_16_bytes_per_access():
         assert r["vector_bytes"] == want, (k.name, r["vector_bytes"])
 
 
-def test_bool_masks_and_outputs_move_as_words_not_bytes():
-    """A mask argument (a causal softmax's) is read 4 bytes a load and a bool output written
-    4 bytes a store: no byte-wide global access is left (before, each element was one)."""
-    def masked_softmax(x, m):
-        e = np.exp(x - x.max(axis=-1, keepdims=True, where=m, initial=-np.inf)) * m
-        return e / e.sum(axis=-1, keepdims=True)
-
-    def above_mean(x):
-        return x > x.mean(axis=-1, keepdims=True)
-
-    x = np.empty((64, 4096), np.float32)
-    m = np.ones((64, 4096), bool)
-    kernels = lower_for_gpu(masked_softmax, (x, m)).kernels + \
-        lower_for_gpu(above_mean, (x,)).kernels
-    for k, r in zip(kernels, compile_report(kernels)):
-        assert r["ok"], r["error"]
-        assert r["byte_loads"] == 0 and r["byte_stores"] == 0, (k.name, r)
-        assert r["spill_bytes"] == 0, (k.name, r["spill_bytes"])
-
-
 @pytest.mark.parametrize("options", [
     dict(threads_per_row=1024, rows_per_block=1),
     dict(threads_per_row=32, rows_per_block=8, upcast=0, unroll=8),
