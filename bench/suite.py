@@ -145,8 +145,17 @@ WHOLE_OPS = ["fullsum", "fullvar", "centered_max"]
 WHOLE_SHAPE = (16384, 16384)
 
 
-def cases():
+def cases(shapes=None):
+    """The suite's (op, shape, dtype) cases; with ``shapes`` ("8192x8192,1000x3001"), the
+    suite's cases at those of its shapes and every float32 op of OPS at any other."""
     out = [(op, shape, "float32") for shape in SHAPES for op in OPS]
     out += [(op, (8192, 8192), "float16") for op in HALF_OPS]
     out += [(op, WHOLE_SHAPE, "float32") for op in WHOLE_OPS]
-    return out
+    if shapes is None:
+        return out
+    picked = []
+    for text in shapes.split(","):
+        shape = tuple(int(n) for n in text.lower().split("x"))
+        ours = [c for c in out if c[1] == shape]
+        picked += ours or [(op, shape, "float32") for op in OPS]
+    return picked
