@@ -110,7 +110,8 @@ def test_no_value_used_outside_its_scope(options):
 
 
 def test_verifier_catches_a_value_used_after_its_loop():
-    prog = next(p for n, p in programs_for(LAYOUTS[2]) if n == "softmax")
+    # rows of two whole iterations and a partial one: a loop, then its last iteration
+    prog = next(p for n, p in programs_for(LAYOUTS[2], cols=5000) if n == "softmax")
     inside = next(i for i, ins in enumerate(prog.instrs) if ins.op == "LOOP")
     defined = next(ins.out[0] for ins in prog.instrs[inside + 1:] if ins.out)
     prog.instrs.append(Instr("STORE", (), (prog.params[-1][0], defined), arg="0"))
@@ -336,3 +337,89 @@ def test_half_outputs_are_rounded_once():
     assert store.value.dtype == np.float16
     per_thread = 8192 // k.layout.threads_per_row
     assert k.source.count("float16(") == per_thread
+
+
+def _tall(p, rows, columns):
+    """Inputs of catalogue program ``p`` with ``rows`` rows of zeros (lowered only)."""
+    inputs = list(p.make(np.random.default_rng(0), 1, columns))
+    inputs[0] = np.zeros((rows,) + inputs[0].shape[1:], inputs[0].dtype)
+    return tuple(inputs)
+
+
+def _loop_spans(prog):
+    """(first, last) instruction index of each LOOP ... ENDLOOP, outermost loops only."""
+    spans, depth, start = [], 0, None
+    for i, ins in enumerate(prog.instrs):
+        if ins.op == "LOOP":
+            depth += 1
+            start = i if depth == 1 else start
+        elif ins.op == "ENDLOOP":
+            depth -= 1
+            if depth == 0:
+                spans.append((start, i))
+    return spans
+
+
+@pytest.mark.parametrize("zigzag", [0, 1])
+def test_a_streamed_row_ending_inside_an_iteration_is_peeled(zigzag):
+    """Variance (one-pass Welford) over rows of 1100 streamed 1024 an iteration: the loop
+    takes the one whole iteration with no position mask and one update for its 16 values;
+    the partial iteration (76 values: one masked chunk, three past the end left out) is
+    outside the loop, masked."""
+    x = np.zeros((8, 1100), np.float32)
+    jit = nm.jit(threads_per_row=64, upcast=0, unroll=4, zigzag=zigzag)
+    (k,) = lower_for_gpu(jit(BY_NAME["variance"].fn), (x,)).kernels
+    prog = k.program
+    (start, end), = _loop_spans(prog)
+    inside, after = prog.instrs[start:end + 1], prog.instrs[end + 1:]
+    assert sum(ins.op == "ONLINE" for ins in inside) == 1
+    assert not any(ins.op == "INDEX" and "<" in str(ins.arg) for ins in inside)
+    masks = [ins for ins in after if ins.op == "INDEX" and "< 1100" in str(ins.arg)]
+    assert len(masks) == 1
+    assert sum(ins.op == "ONLINE" for ins in after) == 1
+
+
+def test_a_two_pass_reduce_keeps_one_masked_loop():
+    """Without a one-pass reduce (a sum), a row ending inside an iteration keeps a single
+    loop over every iteration, each chunk masked (measured: peeling the plain partial
+    sums of a column variance took them from 32 to 48 registers and lost 39%,
+    bench/RESULTS.md)."""
+    x = np.zeros((8, 1100), np.float32)
+    jit = nm.jit(threads_per_row=64, upcast=0, unroll=4)
+    (k,) = lower_for_gpu(jit(lambda a: a.sum(axis=-1)), (x,)).kernels
+    (start, end), = _loop_spans(k.program)
+    masks = [ins for ins in k.program.instrs[start:end] if ins.op == "INDEX" and
+             "< 1100" in str(ins.arg)]
+    assert len(masks) == 4
+    assert "range(2)" in k.source
+
+
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "zscore", "rmsnorm"])
+@pytest.mark.parametrize("columns", [8193, 16384])
+def test_rows_of_up_to_16384_written_whole_take_512_threads(name, columns):
+    """Rows held in registers that 1024 threads would hold one block a multiprocessor:
+    512 threads (at most 32 values each) instead, where the kernel writes its rows or
+    no access is a vector (8193: odd rows); the H200 measurements are in
+    bench/RESULTS.md."""
+    p = BY_NAME[name]
+    (k,) = lower_for_gpu(p.fn, _tall(p, 4096, columns)).kernels
+    assert k.layout.threads_per_row == 512 and k.layout.split == 1
+    assert all(plan.resident and plan.chunks * plan.vector <= 32 for plan in k.layout.groups)
+
+
+@pytest.mark.parametrize("name,threads", [("variance", 512), ("logsumexp", 512)])
+def test_odd_rows_to_a_value_take_512_threads(name, threads):
+    p = BY_NAME[name]
+    (k,) = lower_for_gpu(p.fn, _tall(p, 4096, 8193)).kernels
+    assert k.layout.threads_per_row == threads
+
+
+@pytest.mark.parametrize("name,threads", [("layernorm", 128), ("rmsnorm", 128),
+                                          ("softmax", 128), ("variance", 64)])
+def test_odd_short_rows_written_whole_hold_8_values_a_thread(name, threads):
+    """Rows of 999 (no vector access): a kernel that writes them whole holds 8 values a
+    thread (128 threads), one that writes a value per row keeps 16 (64 threads)."""
+    p = BY_NAME[name]
+    (k,) = lower_for_gpu(p.fn, _tall(p, 4096, 999)).kernels
+    assert all(plan.vector == 1 for plan in k.layout.groups)
+    assert k.layout.threads_per_row == threads

@@ -66,3 +66,23 @@ def test_nan_and_inf_as_numpy(name, options):
     program = BY_NAME[name]
     inputs = _special_rows(np.random.default_rng(5), 5, 40)
     run_and_check(program, inputs, jitted=nm.jit(**options)(program.fn))
+
+
+# rows that end inside an iteration after whole ones: the loop runs the whole iterations
+# unmasked (one-pass reduces update once an iteration) and the partial one after it,
+# masked, or before it when a pass walks backward (zigzag); columns likewise
+PEELED_OPTIONS = [dict(threads_per_row=8, upcast=0, unroll=2),
+                  dict(threads_per_row=8, upcast=0, unroll=2, zigzag=1),
+                  dict(threads_per_row=4, upcast=0, unroll=3, vector=1),
+                  dict(threads_per_row=2, rows_per_block=4, layout="col", upcast=0, unroll=2)]
+
+
+@pytest.mark.parametrize("options", PEELED_OPTIONS, ids=lambda o: "-".join(
+    f"{k[0]}{v}" for k, v in o.items()))
+@pytest.mark.parametrize("name", ["variance", "logsumexp", "softmax", "layernorm",
+                                  "layernorm_stats", "zscore", "column_var"])
+@pytest.mark.parametrize("rows,cols", [(3, 75), (5, 70), (75, 3)])
+def test_rows_ending_inside_an_iteration(name, options, rows, cols):
+    program = BY_NAME[name]
+    inputs = program.make(np.random.default_rng(rows + cols), rows, cols)
+    run_and_check(program, inputs, jitted=nm.jit(**options)(program.fn))

@@ -397,13 +397,32 @@ def _threads_per_row(kernel, forced, layout, extent, simulator):
         if not simulator and forced.rows_per_block is None:
             t = _col_threads(t, kernel.nrows)
         return t
-    # about 64 bytes of each input per thread: 16 float32, 32 float16
-    per_thread = 2 if simulator else max(8, 64 // _narrowest_load(kernel))
+    # about 64 bytes of each input per thread: 16 float32, 32 float16; 8 values where a
+    # kernel writes rows and no access is a vector (rows of odd length), measured on the
+    # H200 at 100000 x 999 (bench/RESULTS.md): 128 threads a row, not 64, layernorm +13%,
+    # rmsnorm +19%, softmax +2% (variance, which writes a value per row, -4%: it keeps 16)
+    unvectorized = not simulator and _unvectorized(kernel)
+    per_thread = 2 if simulator else 8 if unvectorized and _writes_rows(kernel) else \
+        max(8, 64 // _narrowest_load(kernel))
     t = min(32 if simulator else 1024, _pow2_ceil(max(1, -(-extent // per_thread))))
+    if not simulator and t == 1024 and extent <= 512 * 32 and \
+            (unvectorized or _writes_rows(kernel)):
+        # 512 threads hold the row with at most 32 values each, two blocks a multiprocessor
+        # where 1024 threads fit one: measured on the H200 (bench/RESULTS.md) at 4096 x
+        # 16384 layernorm +18%, z-score +16%, softmax and rmsnorm level; at 8191 x 8193
+        # softmax +22%, logsumexp +67%, layernorm +13%, variance +29% (kernels that write
+        # a value per row of vectors were not measured so, and keep 1024)
+        t = 512
     if not simulator and 32 < t <= 512 and 2 * per_thread <= 32 and \
             _many_combines_to_a_value(kernel):
         t //= 2     # still held in registers: at most 32 values a thread
     return t
+
+
+def _unvectorized(kernel):
+    """Is every loop group of ``kernel`` read and written one element an access?"""
+    return bool(kernel.groups) and all(_vector_width(kernel, g, None) == 1
+                                       for g in kernel.groups)
 
 
 def _rows_per_block(kernel, forced, layout, t, split, simulator):
