@@ -306,8 +306,6 @@ class Emitter:
     def op_load(self, ins):
         text, mask = ins.arg
         got = f"{ins.srcs[0]}[{text}]"
-        if np.dtype(ins.dtype).kind == "b":     # bool buffers are bytes (uint8 pointers)
-            got = f"({got} != 0)"
         if mask:
             self.line(f"{ins.out[0]} = {got} if {mask} else {_zero(ins.dtype)}")
         else:
@@ -330,8 +328,6 @@ class Emitter:
 
     def op_store(self, ins):
         buf, val = ins.srcs[0], ins.srcs[1]
-        if np.dtype(ins.dtype).kind == "b":     # bool buffers are bytes (uint8 pointers)
-            val = f"uint8({val})"
         self.line(f"{buf}[{ins.arg}] = {val}")
 
     def op_vstore(self, ins):

@@ -720,8 +720,8 @@ class Linearizer:
                  (("seg",) if self.L.split > 1 else ()), arg=cond)
         for s, val in zip(stores, vals):
             text, names = self.address(s.addr, None, 0)
-            self.add("STORE", (), (self.buf[("out", s.output)], val) + names, arg=text,
-                     dtype=s.dtype)
+            self.add("STORE", (), (self.buf[("out", s.output)], self._stored(val, s.dtype)) +
+                     names, arg=text, dtype=_memory_dtype(s.dtype))
         self.add("ENDIF", arg=cond)
 
     def store_pass(self, g, stores):
@@ -731,21 +731,22 @@ class Linearizer:
         for ch in self.chunks(g):
             writes = []
             for s in stores:
-                vals = [self.cast(self.elem_value(s.value, ch, v), s.value.dtype, s.dtype)
+                vals = [self._stored(self.cast(self.elem_value(s.value, ch, v), s.value.dtype,
+                                               s.dtype), s.dtype)
                         for v in range(plan.vector)]
                 writes.append((s, vals))
             if ch.mask:
                 self.add("IF", srcs=(ch.mask,), arg=ch.mask)
             for s, vals in writes:
-                buf = self.buf[("out", s.output)]
+                buf, dt = self.buf[("out", s.output)], _memory_dtype(s.dtype)
                 if self.vectorizable(s.addr, g, ("out", s.output), s.dtype):
                     text, names = self.address(s.addr, ch, 0)
                     self.add("VSTORE", (), (buf,) + tuple(vals) + names, arg=(text, len(vals)),
-                             dtype=s.dtype)
+                             dtype=dt)
                     continue
                 for v, val in enumerate(vals):
                     text, names = self.address(s.addr, ch, v)
-                    self.add("STORE", (), (buf, val) + names, arg=text, dtype=s.dtype)
+                    self.add("STORE", (), (buf, val) + names, arg=text, dtype=dt)
             if ch.mask:
                 self.add("ENDIF", arg=ch.mask)
 
@@ -887,22 +888,38 @@ class Linearizer:
             text, names = self.address(addr, ch, 0)
             outs = [self.names.new(f"{base}_{ch.qvar}_{i}") for i in range(width)]
             mask = (ch.mask,) if ch.mask else ()
-            boolean = np.dtype(val.dtype).kind == "b"
-            raw = [self.names.new(f"{o}_u8") for o in outs] if boolean else outs
-            self.add("VLOAD", tuple(raw), (buf,) + names + mask, arg=(text, ch.mask),
-                     dtype=np.dtype(np.uint8) if boolean else val.dtype)
-            for o, r in zip(outs, raw if boolean else ()):   # bool buffers are bytes
-                self.add("ALU", (o,), (r, const_literal(0, np.uint8)), arg=Op.NE,
-                         dtype=np.dtype(bool))
+            raw, dt = self._raw(outs, val.dtype)
+            self.add("VLOAD", tuple(raw), (buf,) + names + mask, arg=(text, ch.mask), dtype=dt)
+            self._as_bool(outs, raw)
             for i, o in enumerate(outs[1:], 1):
                 self.elem_memo[(val.id, ch.group.id, ch.u, i)] = o
             return outs[0]
         text, names = self.address(addr, ch, v)
         mask = ch.mask if ch is not None else self.row_mask
         name = self.names.new(f"{base}_{ch.qvar}_{v}" if ch is not None else f"{base}_row")
-        self.add("LOAD", (name,), (buf,) + names + ((mask,) if mask else ()), arg=(text, mask),
-                 dtype=val.dtype)
+        (raw,), dt = self._raw([name], val.dtype)
+        self.add("LOAD", (raw,), (buf,) + names + ((mask,) if mask else ()), arg=(text, mask),
+                 dtype=dt)
+        self._as_bool([name], [raw])
         return name
+
+    # bool buffers are bytes (uint8 pointers): a bool is loaded as its byte, then taken as
+    # "not zero" (NumPy's truth of a byte), and stored as the byte 0 or 1
+    def _raw(self, names, dtype):
+        """The names and dtype that loads of ``names`` (of ``dtype``) read into."""
+        if np.dtype(dtype).kind != "b":
+            return names, dtype
+        return [self.names.new(f"{n}_u8") for n in names], _memory_dtype(dtype)
+
+    def _as_bool(self, names, raw):
+        for n, r in zip(names, raw):
+            if n != r:
+                self.add("ALU", (n,), (r, const_literal(0, np.uint8)), arg=Op.NE,
+                         dtype=np.dtype(bool))
+
+    def _stored(self, name, dtype):
+        """The value a store of ``name`` (of ``dtype``) writes, of _memory_dtype(dtype)."""
+        return self.cast(name, dtype, _memory_dtype(dtype))
 
     def vectorizable(self, addr, g, buf, dtype):
         width = self.L.groups[g.id].vector
@@ -942,6 +959,11 @@ class Linearizer:
             names.append(ch.qvar)
         text = " + ".join(parts) if parts else "0"
         return text, tuple(names)
+
+
+def _memory_dtype(dtype):
+    """The dtype a buffer of ``dtype`` holds: bools as bytes (uint8 pointers)."""
+    return np.dtype(np.uint8) if np.dtype(dtype).kind == "b" else np.dtype(dtype)
 
 
 def _atom_vars(atom):
