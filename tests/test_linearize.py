@@ -423,3 +423,11 @@ def test_odd_short_rows_written_whole_hold_8_values_a_thread(name, threads):
     (k,) = lower_for_gpu(p.fn, _tall(p, 4096, 999)).kernels
     assert all(plan.vector == 1 for plan in k.layout.groups)
     assert k.layout.threads_per_row == threads
+
+
+def test_odd_rows_under_512_keep_16_values_a_thread():
+    """The 8-value rule was measured on rows of 999; shorter odd rows keep 16 a thread."""
+    p = BY_NAME["layernorm"]
+    (k,) = lower_for_gpu(p.fn, _tall(p, 4096, 255)).kernels
+    assert all(plan.vector == 1 for plan in k.layout.groups)
+    assert k.layout.threads_per_row == 16

@@ -398,11 +398,13 @@ def _threads_per_row(kernel, forced, layout, extent, simulator):
             t = _col_threads(t, kernel.nrows)
         return t
     # about 64 bytes of each input per thread: 16 float32, 32 float16; 8 values where a
-    # kernel writes rows and no access is a vector (rows of odd length), measured on the
-    # H200 at 100000 x 999 (bench/RESULTS.md): 128 threads a row, not 64, layernorm +13%,
-    # rmsnorm +19%, softmax +2% (variance, which writes a value per row, -4%: it keeps 16)
+    # kernel writes rows of 512 or more and no access is a vector (rows of odd length),
+    # measured on the H200 at 100000 x 999 (bench/RESULTS.md): 128 threads a row, not 64,
+    # layernorm +13%, rmsnorm +19%, softmax +2% (variance, which writes a value per row,
+    # -4%: it keeps 16; shorter odd rows were not measured and keep 16 too)
     unvectorized = not simulator and _unvectorized(kernel)
-    per_thread = 2 if simulator else 8 if unvectorized and _writes_rows(kernel) else \
+    per_thread = 2 if simulator else \
+        8 if unvectorized and extent >= 512 and _writes_rows(kernel) else \
         max(8, 64 // _narrowest_load(kernel))
     t = min(32 if simulator else 1024, _pow2_ceil(max(1, -(-extent // per_thread))))
     if not simulator and t == 1024 and extent <= 512 * 32 and \
