@@ -431,3 +431,12 @@ def test_odd_rows_under_512_keep_16_values_a_thread():
     (k,) = lower_for_gpu(p.fn, _tall(p, 4096, 255)).kernels
     assert all(plan.vector == 1 for plan in k.layout.groups)
     assert k.layout.threads_per_row == 16
+
+
+def test_odd_rows_of_three_reduces_stay_in_registers():
+    """Sum, max and min of rows of 8193 (no vector access): 512 threads, and not halved to
+    256 (33 values a thread would no longer be held in registers)."""
+    p = BY_NAME["sum_max_min"]
+    (k,) = lower_for_gpu(p.fn, _tall(p, 4096, 8193)).kernels
+    assert k.layout.threads_per_row == 512
+    assert all(plan.resident for plan in k.layout.groups)

@@ -415,7 +415,7 @@ def _threads_per_row(kernel, forced, layout, extent, simulator):
         # softmax +22%, logsumexp +67%, layernorm +13%, variance +29% (kernels that write
         # a value per row of vectors were not measured so, and keep 1024)
         t = 512
-    if not simulator and 32 < t <= 512 and 2 * per_thread <= 32 and \
+    if not simulator and 32 < t <= 512 and -(-extent // (t // 2)) <= 32 and \
             _many_combines_to_a_value(kernel):
         t //= 2     # still held in registers: at most 32 values a thread
     return t
