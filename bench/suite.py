@@ -155,7 +155,10 @@ def cases(shapes=None):
         return out
     picked = []
     for text in shapes.split(","):
-        shape = tuple(int(n) for n in text.lower().split("x"))
+        parts = text.strip().lower().split("x")
+        if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise ValueError(f"shapes: {text!r} is not ROWSxCOLUMNS (such as 8192x8192)")
+        shape = tuple(int(n) for n in parts)
         ours = [c for c in out if c[1] == shape]
         picked += ours or [(op, shape, "float32") for op in OPS]
     return picked
