@@ -464,8 +464,9 @@ class Linearizer:
             self.accs.update(accs)
             return
         self.prerender([r.body for r in insts])
-        # one-pass (fused) reduces take one update per loop iteration when no chunk is masked
-        # (a split row's resident chunks too; not staged ones: they are walked by a loop)
+        # one-pass (fused) reduces take one update per loop iteration when no chunk of it is
+        # masked by position (a split row's resident chunks too; not staged ones: they are
+        # walked by a loop); a row mask alone wraps the one update
         batchable = not plan.resident or (self.L.split > 1 and not plan.staged)
         pending = {r.id: [] for r in insts}
         early, seen = self.prefetched_loads(g, insts), []
