@@ -380,14 +380,18 @@ class Linearizer:
             for key in [k for k in self.elem_memo if k[1] == g.id]:
                 del self.elem_memo[key]
 
+    def _chunk_offset(self, g, u, backward):
+        """Where chunk ``u`` of a streamed iteration starts within it (chunks run in
+        reverse when the pass walks backward)."""
+        plan = self.L.groups[g.id]
+        return (plan.chunks - 1 - u if backward else u) * self.L.threads_per_row * plan.vector
+
     def _chunk_index(self, g, u, backward, at, start, srcs):
         """Name the first position of chunk ``u`` of an iteration starting at ``start``."""
-        plan = self.L.groups[g.id]
-        v = plan.vector
-        span = self.L.threads_per_row * v
+        v = self.L.groups[g.id].vector
         q = self.names.new(f"{g.var.name}_{u}")
         lane_part = f"lane * {v}" if v > 1 else "lane"
-        offset = (plan.chunks - 1 - u if backward else u) * span
+        offset = self._chunk_offset(g, u, backward)
         self.add("INDEX", (q,), srcs, arg=f"{at}{start} + {lane_part} + {offset}")
         return q
 
@@ -408,7 +412,7 @@ class Linearizer:
         plan = self.L.groups[g.id]
         span = self.L.threads_per_row * plan.vector
         for u in range(plan.chunks):
-            first = start + (plan.chunks - 1 - u if backward else u) * span
+            first = start + self._chunk_offset(g, u, backward)
             if first >= extent:
                 continue
             q = self._chunk_index(g, u, backward, at, start, ("lane",))
