@@ -199,8 +199,9 @@ def test_rows_of_16k_to_32k_floats_leave_blocks_of_1024_threads(monkeypatch, col
     """Rows that 1024 threads would hold in registers, 32 values each: one-pass kernels with
     a value per row stream them with 256 threads, 8 chunks an iteration; kernels writing
     whole rows hold them with 512 threads, or split them across a cluster where 512 threads
-    would stream them twice, or else keep the 1024 threads (layernorm at 32000 columns:
-    no split divides the row). All compile without spills."""
+    would stream them twice (layernorm, also at 32000 columns: segments of 8000 that a
+    block's 256 threads hold in 8 chunks, the last one partly masked). All compile without
+    spills."""
     from numbamr.runtime import device
     from test_constant import _cross_entropy
     monkeypatch.setattr(device, "arch", lambda: (9, 0))
@@ -210,7 +211,7 @@ def test_rows_of_16k_to_32k_floats_leave_blocks_of_1024_threads(monkeypatch, col
     want = {"logsumexp": (256, False, 1), "var": (256, False, 1), "sum_max": (256, False, 1),
             "cross_entropy": (256, False, 1), "softmax": (512, True, 1),
             "zscore": (512, True, 1),
-            "layernorm": (256, True, 4) if cols == 32768 else (1024, True, 1)}
+            "layernorm": (256, True, 4)}
     kernels = []
     for op, (threads, resident, split) in want.items():
         extra = (np.empty(rows, np.int64),) if op == "cross_entropy" else \

@@ -58,6 +58,34 @@ def test_split_rows_match_numpy(name, split, rows, cols, options):
     run_and_check(p, inputs, jitted=fn)
 
 
+@pytest.mark.parametrize("name", SPLIT_PROGRAMS)
+@pytest.mark.parametrize("split,rows,cols,options", [
+    (4, 3, 250, {}),                                      # pairs: segments of 64, the last 58
+    (8, 2, 1000, dict(threads_per_row=16)),               # segments of 128, the last 104
+    (4, 3, 999, {}),                                      # odd: segments of 250, the last 249
+    (4, 3, 1030, dict(threads_per_row=16, upcast=0, unroll=2)),   # streamed, ragged
+    (2, 3, 1030, dict(threads_per_row=16, upcast=0, unroll=2, zigzag=1)),
+    (2, 3, 1040, dict(threads_per_row=16, upcast=0, unroll=2)),   # equal, last pass peeled
+    (2, 3, 700, dict(threads_per_row=8, stage=4096)),     # partly in shared memory
+    (4, 3, 1010, dict(cluster=1)),
+    (2, 5, 251, dict(layout="col", threads_per_row=4, rows_per_block=2)),
+], ids=["s4-pairs", "s8-t16", "s4-odd", "s4-streamed", "s2-streamed-zigzag",
+        "s2-streamed-peeled", "s2-staged", "s4-cluster", "s2-col-tiles"])
+def test_split_rows_that_do_not_divide_match_numpy(name, split, rows, cols, options):
+    """Rows that do not divide into whole steps of the split's blocks: segments of whole
+    vectors, the last one shorter where the row's length is no multiple of them, each
+    block masking where its own segment ends."""
+    p = BY_NAME[name]
+    inputs = p.make(np.random.default_rng(split * 100 + cols), rows, cols)
+    fn = nm.jit(split=split, **options)(p.fn)
+    (k,) = _lowered(fn, inputs)
+    seg, plan = k.layout.segment(k.kernel.groups[0]), k.layout.groups[0]
+    step = k.layout.threads_per_row * plan.vector * (1 if plan.resident else plan.chunks)
+    assert k.layout.split == split and (seg * split != cols or seg % step)
+    assert seg % plan.vector == 0 and (split - 1) * seg < cols
+    run_and_check(p, inputs, jitted=fn)
+
+
 @pytest.mark.parametrize("options", [dict(split=4), dict(split=2, cluster=1, online=0),
                                      dict(split=4, threads_per_row=4, rows_per_block=4)])
 def test_column_reductions_split_across_blocks_match_numpy(options):
@@ -127,23 +155,27 @@ def _integer_partial_inputs(rng, rows, cols):
 
 
 @pytest.mark.parametrize("name", INTEGER_PARTIALS)
-@pytest.mark.parametrize("options", [dict(split=4), dict(split=2, cluster=1),
-                                     dict(split=4, threads_per_row=8, rows_per_block=2)],
-                         ids=["s4", "s2-cluster", "s4-row-tiles"])
-def test_integer_and_arg_partials_exchange_exactly(name, options):
+@pytest.mark.parametrize("options,cols", [
+    (dict(split=4), 1024), (dict(split=2, cluster=1), 1024),
+    (dict(split=4, threads_per_row=8, rows_per_block=2), 1024),
+    (dict(split=4), 1022), (dict(split=8, threads_per_row=16), 1001)],
+    ids=["s4", "s2-cluster", "s4-row-tiles", "s4-ragged", "s8-odd"])
+def test_integer_and_arg_partials_exchange_exactly(name, options, cols):
     """Integer, bool and arg-reduction partials cross a split row's exchange as int64 bits
     (floats as float64 bits): sums exact past 2**53, uint64 sums wrapping as NumPy's, the
-    first of tied maxima and the first NaN winning across segments."""
+    first of tied maxima and the first NaN winning across segments (equal ones, or a
+    shorter last one)."""
     fn = INTEGER_PARTIALS[name]
     jitted = nm.jit(**options)(fn)
-    for dt, x in _integer_partial_inputs(np.random.default_rng(7), 3, 1024).items():
+    for dt, x in _integer_partial_inputs(np.random.default_rng(7), 3, cols).items():
         (k,) = _lowered(jitted, (x,))
         assert k.layout.split == options["split"], dt
         check(fn, x, jitted=jitted)
 
 
 @pytest.mark.parametrize("fn,shapes,why", [
-    (lambda x: x.sum(axis=-1), [(4, 200)], "do not divide"),
+    (lambda x: x.sum(axis=-1), [(4, 3)], "fill only 3 segments"),
+    (lambda x: x.sum(axis=-1), [(4, 5)], "fill only 3 segments of 2"),
     (lambda x, y: x.sum(axis=-1) + y.max(axis=-1), [(4, 256), (4, 512)], "more than one loop"),
 ])
 def test_split_refused_with_the_reason(fn, shapes, why):
@@ -309,16 +341,40 @@ def test_long_two_pass_rows_are_split_and_compile_without_spills(cluster):
         assert r["vector_bytes"] == [16], (name, r["vector_bytes"])
 
 
+@pytest.mark.ptx
+@pytest.mark.parametrize("cols,vector,split", [(50000, 16, 8), (50257, None, 8), (100000, 16, 16)])
+def test_long_rows_that_do_not_divide_are_split_and_compile_without_spills(cols, vector, split):
+    """Two-pass rows whose length is no multiple of the split (50000: segments of 6252
+    floats; 50257, odd: of 6283) are split like those that are, each segment held in
+    registers (not streamed twice), with 16-byte accesses where the length allows them."""
+    from test_ptx import lower_for_gpu, compile_report
+    rng = np.random.default_rng(0)
+    kernels = []
+    for name in ("softmax", "layernorm", "rmsnorm", "zscore"):
+        p = BY_NAME[name]
+        inputs = (np.empty((1024, cols), np.float32),) + tuple(p.make(rng, 1, cols)[1:])
+        (k,) = lower_for_gpu(nm.jit(p.fn), inputs).kernels
+        assert k.layout.split == split and k.layout.groups[0].resident, name
+        assert "seg_end = min(" in k.source, name       # the last segment is shorter
+        kernels.append(k)
+    for k, r in zip(kernels, compile_report(kernels)):
+        assert r["ok"], r["error"]
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
+        assert r["vector_bytes"] == ([vector] if vector else []), (k.name, r["vector_bytes"])
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["softmax", "layernorm_stats", "rmsnorm", "zscore",
                                   "chain4", "log_softmax"])
 @pytest.mark.parametrize("rows,cols,split,cluster", [
     (264, 65536, None, None), (264, 131072, None, None), (300, 4096, 4, None),
     (264, 32768, 32, None), (264, 65536, None, 1), (264, 65536, None, 0),
-    (264, 131072, None, 1), (300, 4096, 2, 1)])
+    (264, 131072, None, 1), (300, 4096, 2, 1), (264, 50000, None, None),
+    (264, 50257, None, 1), (264, 50257, None, 0), (300, 4100, 4, 1)])
 def test_split_rows_on_gpu(name, rows, cols, split, cluster):
     """Heuristic splits of long rows (8 and 16 blocks a row) and forced ones (2, 4, 32), the
-    row's blocks a cluster or not, against float64 NumPy, and the same bits on a second call
+    row's blocks a cluster or not, rows that divide into the split and rows that do not
+    (a shorter last segment), against float64 NumPy, and the same bits on a second call
     (CuPy arrays). At least 264 rows: fewer long rows are split by the scheduler into
     several kernels instead."""
     cp = pytest.importorskip("cupy")
@@ -327,7 +383,7 @@ def test_split_rows_on_gpu(name, rows, cols, split, cluster):
     options = {k: v for k, v in dict(split=split, cluster=cluster).items() if v is not None}
     fn = nm.jit(**options)(p.fn) if options else nm.jit(p.fn)
     (k,) = _lowered(fn, inputs)
-    assert k.layout.split == (split or cols // 8192)
+    assert k.layout.split == (split or 1 << (-(-cols // 8192) - 1).bit_length())
     if cluster is not None:
         assert k.layout.cluster == bool(cluster)
     run_and_check(p, inputs, jitted=fn)

@@ -261,6 +261,7 @@ class Linearizer:
             self.add("INDEX", ("seg",), ("bid",), arg=f"bid % {L.split}")
             self.add("INDEX", ("seg_base",), ("seg",), arg=f"seg * {seg_len}")
             self.names.used |= {"tile", "seg", "seg_base"}
+            self.segment_end(k.groups[0], seg_len)
         else:
             self.add("INDEX", ("row",), ("bid", "rib"), arg=f"bid * {rb} + rib")
         self.names.used |= {"tid", "bid", "lane", "rib", "row"}
@@ -274,6 +275,25 @@ class Linearizer:
         for r in k.reduces:
             self.declare_shared(r)
         self.declare_stages()
+
+    def segment_end(self, g, seg_len):
+        """A split row's segments are alike but the last, which ends with the row (sooner);
+        ``self.inside`` is what every block holds. Where a block's chunks reach past that,
+        positions are masked by ``seg_end``, where its own segment ends."""
+        plan = self.L.groups[g.id]
+        last = g.extent - (self.L.split - 1) * seg_len
+        self.inside = min(seg_len, last)
+        per_pass = self.L.threads_per_row * plan.vector * plan.chunks
+        if -(-seg_len // per_pass) * per_pass <= self.inside:
+            return
+        end = f"seg_base + {seg_len}"
+        self.add("INDEX", ("seg_end",), ("seg_base",),
+                 arg=end if last == seg_len else f"min({end}, {g.extent})")
+        self.names.used.add("seg_end")
+
+    def limits(self, g):
+        """(positions of ``g`` that every block holds, what a position is masked against)."""
+        return (self.inside, "seg_end") if self.L.split > 1 else (g.extent, g.extent)
 
     def declare_exchange(self):
         """Parameters of a split row's exchange: ``xpart`` holds each block's partial of
@@ -343,7 +363,8 @@ class Linearizer:
         plan = L.groups[g.id]
         t, v = L.threads_per_row, plan.vector
         span = t * v
-        extent = L.segment(g)
+        extent = L.segment(g)       # positions a block walks
+        inside, bound = self.limits(g)
         at = "seg_base + " if L.split > 1 else ""     # a split row: this block's segment
         if plan.resident:
             first = plan.chunks - plan.staged
@@ -353,9 +374,9 @@ class Linearizer:
                     q = self.names.new(f"{g.var.name}_{u}")
                     self.add("INDEX", (q,), ("lane",), arg=f"{at}lane * {v} + {u * span}"
                              if v > 1 else f"{at}lane + {u * span}")
-                    self.resident_q[(g.id, u)] = (q, self.mask(q, extent, (u + 1) * span > extent))
+                    self.resident_q[(g.id, u)] = (q, self.mask(q, bound, (u + 1) * span > inside))
                 q, mask = self.resident_q[(g.id, u)]
-                yield _Chunk(g, u, q, mask, whole=extent % (span * plan.chunks) == 0)
+                yield _Chunk(g, u, q, mask, whole=span * plan.chunks <= inside)
             if plan.staged:
                 yield from self.staged_chunks(g, first, plan.staged, span, v, at)
             self.add("ENDPASS", arg=(g.id, "resident"))
@@ -364,7 +385,10 @@ class Linearizer:
         n_iter = -(-extent // per_iter)
         self.streamed[g.id] = self.streamed.get(g.id, 0) + 1
         backward = L.zigzag and self.streamed[g.id] % 2 == 0 and n_iter > 1
-        ragged = extent % per_iter != 0
+        ragged = n_iter * per_iter > inside
+        # (the blocks of a split row whose last segment is shorter end in different
+        # iterations: there every chunk is masked, no iteration peeled)
+        peel = peel and inside == extent
         if not peel or not ragged:
             parts = [("loop", n_iter)]
         else:       # the partial iteration comes first when the pass walks backward
@@ -374,9 +398,9 @@ class Linearizer:
         for kind, n in parts:
             if kind == "loop":
                 masked = ragged and not peel
-                yield from self.streamed_loop(g, n, per_iter, backward, at, extent, masked)
+                yield from self.streamed_loop(g, n, per_iter, backward, at, bound, masked)
             else:
-                yield from self.streamed_tail(g, n * per_iter, extent, backward, at)
+                yield from self.streamed_tail(g, n * per_iter, extent, backward, at, bound)
             for key in [k for k in self.elem_memo if k[1] == g.id]:
                 del self.elem_memo[key]
 
@@ -395,20 +419,21 @@ class Linearizer:
         self.add("INDEX", (q,), srcs, arg=f"{at}{start} + {lane_part} + {offset}")
         return q
 
-    def streamed_loop(self, g, n_iter, per_iter, backward, at, extent, masked):
+    def streamed_loop(self, g, n_iter, per_iter, backward, at, bound, masked):
         """A loop over ``n_iter`` iterations of a streamed pass; ``masked``: every chunk
-        masked by position (the row may end inside any of them)."""
+        masked by position (the row may end inside any of them, before ``bound``)."""
         it = self.names.new(f"it{g.id}")
         self.add("LOOP", (it,), arg=(n_iter, g.id))
         step = f"({n_iter - 1} - {it})" if backward else it
         for u in range(self.L.groups[g.id].chunks):
             q = self._chunk_index(g, u, backward, at, f"{step} * {per_iter}", (it, "lane"))
-            yield _Chunk(g, u, q, self.mask(q, extent, masked), whole=not masked)
+            yield _Chunk(g, u, q, self.mask(q, bound, masked), whole=not masked)
         self.add("ENDLOOP", arg=g.id)
 
-    def streamed_tail(self, g, start, extent, backward, at):
-        """The last iteration of a streamed pass, where the row ends: each chunk masked
-        by position where it reaches past the row's end; chunks wholly past it left out."""
+    def streamed_tail(self, g, start, extent, backward, at, bound):
+        """The last iteration of a streamed pass, where the row (or a split row's segment,
+        all ``extent`` long) ends: each chunk masked by position where it reaches past the
+        end (``bound``); chunks wholly past it left out."""
         plan = self.L.groups[g.id]
         span = self.L.threads_per_row * plan.vector
         for u in range(plan.chunks):
@@ -416,7 +441,7 @@ class Linearizer:
             if first >= extent:
                 continue
             q = self._chunk_index(g, u, backward, at, start, ("lane",))
-            yield _Chunk(g, u, q, self.mask(q, extent, first + span > extent))
+            yield _Chunk(g, u, q, self.mask(q, bound, first + span > extent))
 
     def staged_chunks(self, g, first, count, span, v, at=""):
         """The chunks of a resident row kept in shared memory: a loop over them; the first
@@ -426,8 +451,8 @@ class Linearizer:
         q = self.names.new(f"{g.var.name}_s")
         lane_part = f"lane * {v}" if v > 1 else "lane"
         self.add("INDEX", (q,), (it, "lane"), arg=f"{at}({it} + {first}) * {span} + {lane_part}")
-        extent = self.L.segment(g)
-        yield _Chunk(g, "s", q, self.mask(q, extent, (first + count) * span > extent),
+        inside, bound = self.limits(g)
+        yield _Chunk(g, "s", q, self.mask(q, bound, (first + count) * span > inside),
                      stage_it=it)
         self.add("ENDLOOP", arg=g.id)
         for key in [k for k in self.elem_memo if k[1] == g.id and k[2] == "s"]:
@@ -435,15 +460,18 @@ class Linearizer:
         self.staged_done |= self.staging
         self.staging = set()
 
-    def mask(self, q, extent, need_q):
+    def mask(self, q, bound, need_q):
+        """The mask of position ``q`` (below ``bound``: the row's extent, or the name of
+        where a split row's segment ends), with the row mask; None where nothing is masked."""
         if not need_q:
             return self.row_mask
         name = self.names.new(f"ok_{q}")
+        srcs = (q,) + ((bound,) if isinstance(bound, str) else ())
         if self.row_mask:
-            self.add("INDEX", (name,), (self.row_mask, q),
-                     arg=f"{self.row_mask} & ({q} < {extent})")
+            self.add("INDEX", (name,), (self.row_mask,) + srcs,
+                     arg=f"{self.row_mask} & ({q} < {bound})")
         else:
-            self.add("INDEX", (name,), (q,), arg=f"{q} < {extent}")
+            self.add("INDEX", (name,), srcs, arg=f"{q} < {bound}")
         return name
 
     def prerender(self, vals):

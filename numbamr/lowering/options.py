@@ -149,12 +149,21 @@ class Layout:
     evict_last: bool = False   # vector loads under the L2 evict_last policy (sm_80+)
 
     def segment(self, group):
-        """The extent one block covers of ``group``."""
-        return group.extent // self.split
+        """The extent one block covers of ``group`` (a split row's last segments may end
+        sooner, with the row)."""
+        return segment_length(group.extent, self.split, self.groups[group.id].vector)
 
     @property
     def block_threads(self):
         return self.threads_per_row * self.rows_per_block
+
+
+def segment_length(extent, split, vector=1):
+    """Elements a block covers of a row of ``extent`` split across ``split`` blocks: an
+    equal share rounded up to whole vectors, so that every segment starts aligned; the last
+    segments take what is left (shorter, where the share does not divide the row)."""
+    share = -(-extent // split)
+    return -(-share // vector) * vector
 
 
 def _pow2_ceil(n):
@@ -200,7 +209,9 @@ def _vector_width(kernel, group, forced, split=1):
     width = max(1, min(16 // narrow, 16 // wide))
     if forced is not None:
         width = min(width, forced)
-    while width > 1 and (group.extent // split) % width:
+    # whole vectors a row; a split row's segments of whole vectors leave no block empty
+    while width > 1 and (group.extent % width or
+                         (split - 1) * segment_length(group.extent, split, width) >= group.extent):
         width //= 2
     return max(1, width)
 
@@ -334,11 +345,11 @@ def _check_splittable(kernel, split):
 
 def _check_segments(kernel, layout, split):
     g = kernel.groups[0]
-    plan = layout.groups[0]
-    step = layout.threads_per_row * plan.vector * (1 if plan.resident else plan.chunks)
-    if g.extent % split or layout.segment(g) % step:
-        raise ArgumentError(f"option split={split}: rows of {g.extent} do not divide into "
-                            f"{split} segments of whole steps of {step} elements")
+    seg = layout.segment(g)
+    used = -(-g.extent // seg) if seg else 0
+    if used < split:
+        raise ArgumentError(f"option split={split}: rows of {g.extent} fill only {used} "
+                            f"segments of {seg} elements; the other blocks would have none")
 
 
 def _auto_split(kernel, forced, layout):
@@ -355,13 +366,11 @@ def _auto_split(kernel, forced, layout):
     if _streamed_passes(kernel, layout)[g.id] <= 1 and not plan.staged:
         return None
     split = _pow2_ceil(-(-g.extent // SPLIT_SEGMENT))
-    if split < 2 or split > MAX_SPLIT or g.extent % split:
+    if split < 2 or split > MAX_SPLIT:
         return None
     trial = _choose_layout(kernel, _split_threads(forced), False, split)
     p = trial.groups[0]
-    if not p.resident or p.staged or trial.segment(g) % (trial.threads_per_row * p.vector):
-        return None
-    return trial
+    return trial if p.resident and not p.staged else None
 
 
 def _writes_rows(kernel):
@@ -381,7 +390,7 @@ def _many_combines_to_a_value(kernel):
 
 def _choose_layout(kernel, forced, simulator, split=1):
     layout = forced.layout or ("col" if _prefers_col(kernel) else "row")
-    extent = max((g.extent // split for g in kernel.groups), default=1)
+    extent = max((segment_length(g.extent, split) for g in kernel.groups), default=1)
     t = _threads_per_row(kernel, forced, layout, extent, simulator)
     rb = _rows_per_block(kernel, forced, layout, t, split, simulator)
     plans = tuple(_group_plan(kernel, g, forced, layout, t, split, simulator)
@@ -446,7 +455,7 @@ def _rows_per_block(kernel, forced, layout, t, split, simulator):
 def _group_plan(kernel, g, forced, layout, t, split, simulator):
     """Resident (in registers) when few enough chunks a thread, else streamed."""
     v = _vector_width(kernel, g, 1 if layout == "col" else forced.vector, split)
-    need = -(-(g.extent // split) // (t * v))
+    need = -(-segment_length(g.extent, split, v) // (t * v))
     if forced.upcast is not None:
         resident = need <= forced.upcast
     else:       # keep at most 32 values per thread and array in registers
