@@ -194,6 +194,27 @@ def test_the_benchmark_suite_compiles_as_on_the_h200_without_spills(monkeypatch)
             assert r["vector_stores"] > 0, cell
 
 
+def test_column_reductions_over_aligned_rows_load_32_chunks_an_iteration(monkeypatch):
+    """A column layout that only reduces loads 32 chunks an iteration where every row starts
+    16-byte aligned (4096 or 50000 columns), 8 where rows are odd (8193) or the kernel writes
+    columns (a softmax over axis 0); all compile without spills."""
+    from numbamr.runtime import device
+    monkeypatch.setattr(device, "arch", lambda: (9, 0))
+    ops = _bench_suite().np_ops(np)
+    colsoftmax = lambda x: ops["softmax"](x.T).T      # noqa: E731
+    cases = [(ops["colvar"], (4096, 4096), 32), (ops["colvar"], (3000, 50000), 32),
+             (ops["colvar"], (8191, 8193), 8), (colsoftmax, (4096, 4096), 8)]
+    kernels = []
+    for fn, shape, chunks in cases:
+        k = lower_for_gpu(fn, (np.empty(shape, np.float32),)).kernels[0]
+        assert k.layout.layout == "col" and not k.layout.groups[0].resident, shape
+        assert k.layout.groups[0].chunks == chunks, (shape, k.layout.groups[0])
+        kernels.append(k)
+    for k, r in zip(kernels, compile_report(kernels)):
+        assert r["ok"], r["error"]
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
+
+
 @pytest.mark.parametrize("cols", [32768, 32000])
 def test_rows_of_16k_to_32k_floats_leave_blocks_of_1024_threads(monkeypatch, cols):
     """Rows that 1024 threads would hold in registers, 32 values each: one-pass kernels with

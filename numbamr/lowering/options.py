@@ -253,9 +253,24 @@ def _col_rows_per_block(nrows):
     return 32
 
 
-# chunks a column layout's loop loads at once (1024 x 65536 column variance: 4079 -> 4213
-# GB/s on the H200; 8192 x 8192 unchanged)
+# chunks a column layout's loop loads at once: 8 (1024 x 65536 column variance: 4079 ->
+# 4213 GB/s on the H200 against 4; 8192 x 8192 unchanged), 32 where every row starts
+# 16-byte aligned and the kernel only reduces (bench/RESULTS.md: column variance at 4096 x
+# 4096 +30%, 3000 x 50000 +11%, the suite's three shapes -0.7% to +1.9%; rows of odd length
+# lost 16% at 8191 x 8193; kernels that write columns were not measured so)
 COL_UNROLL = 8
+COL_UNROLL_ALIGNED = 32
+
+
+def _col_unroll(kernel, g):
+    """Chunks an iteration of a column layout's loop over ``g``."""
+    strides = [(_step(addr, g.var, kernel.row), np.dtype(dt).itemsize)
+               for dt, addr in _accesses(kernel, g)]
+    aligned = not _writes_rows(kernel) and \
+        all(step is not None and step * size % 16 == 0 for step, size in strides)
+    return COL_UNROLL_ALIGNED if aligned else COL_UNROLL
+
+
 COL_THREADS = 132 * THREADS_PER_SM     # threads of a column layout's grid: one wave (H200)
 
 
@@ -463,7 +478,7 @@ def _group_plan(kernel, g, forced, layout, t, split, simulator):
     if resident:
         return GroupPlan(v, need, True)
     unroll = forced.unroll if forced.unroll is not None else \
-        2 if simulator else COL_UNROLL if layout == "col" else 4
+        2 if simulator else _col_unroll(kernel, g) if layout == "col" else 4
     return GroupPlan(v, max(1, min(unroll, need)), False)
 
 
