@@ -185,6 +185,12 @@ def test_split_refused_with_the_reason(fn, shapes, why):
         nm.jit(split=4)(fn).lower(*inputs)
 
 
+def test_split_rows_of_nothing_give_the_identities():
+    x = np.zeros((3, 0), np.float32)
+    check(lambda x: (x.sum(axis=-1), x.max(axis=-1, initial=-1.0)), x,
+          jitted=nm.jit(split=4)(lambda x: (x.sum(axis=-1), x.max(axis=-1, initial=-1.0))))
+
+
 @pytest.mark.parametrize("value", [0, 3, 64, 2.0])
 def test_split_option_is_checked(value):
     with pytest.raises(nm.NumbamrError, match="split"):

@@ -284,8 +284,8 @@ class Linearizer:
         last = g.extent - (self.L.split - 1) * seg_len
         self.inside = min(seg_len, last)
         per_pass = self.L.threads_per_row * plan.vector * plan.chunks
-        if -(-seg_len // per_pass) * per_pass <= self.inside:
-            return
+        if not per_pass or -(-seg_len // per_pass) * per_pass <= self.inside:
+            return      # (rows of nothing hold no chunks)
         end = f"seg_base + {seg_len}"
         self.add("INDEX", ("seg_end",), ("seg_base",),
                  arg=end if last == seg_len else f"min({end}, {g.extent})")

@@ -362,7 +362,7 @@ def _check_segments(kernel, layout, split):
     g = kernel.groups[0]
     seg = layout.segment(g)
     used = -(-g.extent // seg) if seg else 0
-    if used < split:
+    if g.extent and used < split:       # (rows of nothing: every block holds the identity)
         raise ArgumentError(f"option split={split}: rows of {g.extent} fill only {used} "
                             f"segments of {seg} elements; the other blocks would have none")
 
