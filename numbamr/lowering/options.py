@@ -166,6 +166,12 @@ def segment_length(extent, split, vector=1):
     return -(-share // vector) * vector
 
 
+def segments_filled(extent, split, vector=1):
+    """How many of the ``split`` segments of a row of ``extent`` hold elements."""
+    seg = segment_length(extent, split, vector)
+    return -(-extent // seg) if seg else 0
+
+
 def _pow2_ceil(n):
     return 1 << max(0, int(n - 1).bit_length())
 
@@ -211,7 +217,7 @@ def _vector_width(kernel, group, forced, split=1):
         width = min(width, forced)
     # whole vectors a row; a split row's segments of whole vectors leave no block empty
     while width > 1 and (group.extent % width or
-                         (split - 1) * segment_length(group.extent, split, width) >= group.extent):
+                         segments_filled(group.extent, split, width) < split):
         width //= 2
     return max(1, width)
 
@@ -360,11 +366,12 @@ def _check_splittable(kernel, split):
 
 def _check_segments(kernel, layout, split):
     g = kernel.groups[0]
-    seg = layout.segment(g)
-    used = -(-g.extent // seg) if seg else 0
+    v = layout.groups[g.id].vector
+    used = segments_filled(g.extent, split, v)
     if g.extent and used < split:       # (rows of nothing: every block holds the identity)
         raise ArgumentError(f"option split={split}: rows of {g.extent} fill only {used} "
-                            f"segments of {seg} elements; the other blocks would have none")
+                            f"segments of {layout.segment(g)} elements; the other blocks "
+                            "would have none")
 
 
 def _auto_split(kernel, forced, layout):
