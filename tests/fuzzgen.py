@@ -923,7 +923,7 @@ def _perturbed_run(source, inputs, eps, rng, mean_ulps=0.0, half=None, halves=No
            for p, a in zip(params, inputs)}
     if halves is None:
         halves = _float16_values(params, body, inputs) if half else set()
-    numpy = _PerturbedNumpy(mean_ulps, rng)
+    numpy = _PerturbedNumpy(mean_ulps, rng, eps)
     for name, expr in body:
         used = {n: _perturbed(v, eps, rng)
                 for n, v in env.items() if re.search(rf"\b{n}\b", expr)}
@@ -968,15 +968,23 @@ def _float16_values(params, body, inputs):
     return halves
 
 
+# one-argument functions whose float result is exact (no rounding to perturb)
+_EXACT_UFUNCS = {np.negative, np.positive, np.absolute, np.fabs, np.sign, np.floor, np.ceil,
+                 np.trunc, np.rint}
+
+
 class _PerturbedNumpy:
     """NumPy for ``_perturbed_run``. With ``mean_ulps``, ``var`` and ``std`` centre their
     values on a mean that is off, with a random sign, by ``mean_ulps * sqrt(n)`` float32 ulps
     of the values' magnitude: how far a float32 mean of n values drifts as its running sum
     rounds (the drift is on the sum, not on each value, so perturbing values alone misses it;
-    a variance moves with its square), and ``prod`` is off by as many ulps of itself."""
+    a variance moves with its square), and ``prod`` is off by as many ulps of itself. With
+    ``eps``, every result of a one-argument function (``np.cos(y)`` inside a statement) is
+    perturbed as a named value is: it is a value of its own, rounded in the kernel, and an
+    output that cancels it (``np.dot(y, np.cos(y))`` over y = 0, -3, 3) moves with it."""
 
-    def __init__(self, mean_ulps, rng):
-        self.mean_ulps, self.rng = mean_ulps, rng
+    def __init__(self, mean_ulps, rng, eps=0.0):
+        self.mean_ulps, self.rng, self.eps = mean_ulps, rng, eps
 
     def __getattr__(self, name):
         attr = getattr(np, name)
@@ -988,7 +996,8 @@ class _PerturbedNumpy:
             if x.dtype.kind in "biu" and attr(x[()] if x.ndim == 0 else x.flat[:1]).dtype \
                     == np.float16:
                 x = x.astype(np.float64)
-            return attr(x, *args, **kwargs)
+            out = np.asarray(attr(x, *args, **kwargs))
+            return out if attr in _EXACT_UFUNCS else _perturbed(out, self.eps, self.rng)
         return widened
 
     def var(self, x, axis=None, keepdims=False, ddof=0, where=True):
