@@ -552,6 +552,85 @@ def test_few_long_rows_stay_one_kernel_where_a_cluster_holds_them(monkeypatch, n
         assert len(ks) >= 2 and not any(k.layout.cluster for k in ks)
 
 
+WIDE_ROWS = {"softmax": (8, 1024), "layernorm": (8, 1024), "rmsnorm": (8, 1024),
+             "zscore": (8, 1024), "logsumexp": (16, 512), "variance": (16, 512)}
+
+
+def _wide_rows_lowered(monkeypatch, name, rows, arch=(9, 0), options=None):
+    from numbamr.runtime import device
+    from test_ptx import lower_for_gpu
+    monkeypatch.setattr(device, "arch", lambda: arch)
+    p = BY_NAME[name]
+    inputs = (np.empty((rows, 262144), np.float32),) + tuple(
+        p.make(np.random.default_rng(0), 1, 262144)[1:])
+    return lower_for_gpu(nm.jit(**options)(p.fn) if options else p.fn, inputs).kernels
+
+
+@pytest.mark.parametrize("name", list(WIDE_ROWS) + ["sum_and_max"])
+def test_rows_longer_than_sixteen_segments_are_one_cluster_of_wider_blocks(monkeypatch, name):
+    """256 rows of 262144 float32 (32 segments of 8192, more than a cluster holds): a kernel
+    that writes rows is one kernel over clusters of 8 blocks of 1024 threads, and one that
+    writes a value per row from reduces that depend on one another over clusters of 16 of
+    512, each thread holding 32 values, not the scheduler's chain of kernels that reads the
+    rows again. Sum + max (independent reduces, one pass) keeps its two kernels, and so does
+    every program where the GPU launches no clusters or ``cluster=0`` is asked for."""
+    ks = _wide_rows_lowered(monkeypatch, name, 256)
+    if name not in WIDE_ROWS:
+        assert len(ks) == 2 and not any(k.layout.cluster for k in ks)
+        return
+    (k,) = ks
+    split, threads = WIDE_ROWS[name]
+    assert (k.layout.split, k.block, k.grid) == (split, threads, 256 * split)
+    assert k.layout.cluster and k.layout.groups[0].resident and not k.layout.groups[0].staged
+    assert k.layout.groups[0].chunks * k.layout.groups[0].vector == 32
+    assert len(_wide_rows_lowered(monkeypatch, name, 256, (8, 0))) >= 2
+    assert len(_wide_rows_lowered(monkeypatch, name, 256, options=dict(cluster=0))) >= 2
+
+
+@pytest.mark.parametrize("name,split", [("softmax", 8), ("variance", 1), ("logsumexp", 1)])
+def test_many_rows_longer_than_sixteen_segments(monkeypatch, name, split):
+    """1024 such rows fill the GPU unsplit: a row that is written whole is still held in a
+    cluster (two passes otherwise), one reduced to a value streams in one pass."""
+    (k,) = _wide_rows_lowered(monkeypatch, name, 1024)
+    assert k.layout.split == split and k.layout.cluster == (split > 1)
+
+
+@pytest.mark.ptx
+def test_rows_of_wide_clusters_compile_without_spills(monkeypatch):
+    """The kernels of 256 x 262144 fit their 32 values a thread in registers with 16-byte
+    accesses: in blocks of 1024 threads (64 registers a thread) rmsnorm's weight is loaded
+    with the outputs, after the exchange, not with the row (it spilled there)."""
+    from test_ptx import compile_report
+    kernels = [_wide_rows_lowered(monkeypatch, name, 256)[0] for name in WIDE_ROWS]
+    rms = kernels[list(WIDE_ROWS).index("rmsnorm")]
+    lines = rms.source.split("\n")
+    exchange = min(i for i, line in enumerate(lines) if "# exchange #0" in line)
+    weight = [i for i, line in enumerate(lines) if has_vector_load(line, "w")]
+    assert weight and all(i > exchange for i in weight)
+    for k, r in zip(kernels, compile_report(kernels)):
+        assert r["ok"], (k.name, r["error"])
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
+        assert r["vector_bytes"] == [16], (k.name, r["vector_bytes"])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", list(WIDE_ROWS) + ["log_softmax", "chain4"])
+def test_rows_of_wide_clusters_on_gpu(name):
+    """Few rows of 262144 and 200000 (a shorter last segment) held in clusters of wider
+    blocks, against float64 NumPy, and the same bits on a second call."""
+    cp = pytest.importorskip("cupy")
+    p = BY_NAME[name]
+    for rows, cols in ((8, 262144), (5, 200000)):
+        inputs = p.make(np.random.default_rng(cols), rows, cols)
+        fn = nm.jit(p.fn)
+        (k,) = _lowered(fn, inputs)
+        assert k.layout.split in (8, 16) and k.layout.cluster and k.block >= 512
+        run_and_check(p, inputs, jitted=fn)
+        dev = [cp.asarray(a) for a in inputs]
+        first, again = fn(*dev), fn(*dev)
+        assert np.array_equal(to_host(first), to_host(again))
+
+
 def _weighted_rms(x, w):
     return x / np.sqrt((x * x).mean(axis=-1, keepdims=True) + 1e-6) * w
 

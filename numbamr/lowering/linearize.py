@@ -728,9 +728,12 @@ class Linearizer:
         exchange: their latency then hides behind the exchange, and the outputs find them in
         registers. Only where they hold no more values than the row's own chunks do:
         measured on the H200 at 1024 x 65536 (bench/RESULTS.md), rmsnorm's one weight went
-        from 91% to 96% of the copy ceiling, layernorm's two weights lost 7%."""
+        from 91% to 96% of the copy ceiling, layernorm's two weights lost 7%. Not in blocks
+        of 1024 threads, whose 64 registers a thread the row's values nearly fill (rmsnorm
+        at 256 x 262144 would spill)."""
         plan = self.L.groups[g.id]
-        if self.L.split == 1 or not plan.resident or plan.staged or insts[0].depth != 0:
+        if self.L.split == 1 or not plan.resident or plan.staged or insts[0].depth != 0 or \
+                self.L.block_threads > 512:
             return []                   # (one pass over ``g`` is at depth 0: loaded once)
         stores = [s.value for s in self.k.stores if s.group is g]
         loads = {w.id: w for v in stores for w in walk(v) if w.op is Op.LOAD}

@@ -306,7 +306,7 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
         _check_splittable(kernel, split)
     layout = _choose_layout(kernel, forced, simulator, split)
     if forced.split is None and not simulator:
-        split_layout = _auto_split(kernel, forced, layout)
+        split_layout = _auto_split(kernel, forced, layout, clusters)
         if split_layout is not None:
             layout, split = split_layout, split_layout.split
     if split > 1:
@@ -374,25 +374,58 @@ def _check_segments(kernel, layout, split):
                             "would have none")
 
 
-def _auto_split(kernel, forced, layout):
+def _auto_split(kernel, forced, layout, clusters=False):
     """The layout of a split row, for rows too long for one block's registers that
     ``layout`` would read twice (streamed or staged, two passes): segments of SPLIT_SEGMENT
-    held in registers. None where that does not apply."""
+    held in registers, or for rows longer than a cluster of such segments, one of
+    WIDE_CLUSTER's. None where that does not apply."""
     if forced.threads_per_row is not None or forced.upcast is not None or \
             forced.stage is not None or not kernel.groups or _splittable(kernel) or \
             layout.layout == "col" or forced.rows_per_block is not None:
         return None     # (column layouts split only when forced: not measured yet)
     g, plan = kernel.groups[0], layout.groups[0]
+    split = _pow2_ceil(-(-g.extent // SPLIT_SEGMENT))
+    wide = clusters and forced.cluster != 0 and split > MAX_CLUSTER and \
+        _wide_cluster(kernel, forced)
+    if wide:
+        return wide
     if plan.resident and not plan.staged:
         return None
     if _streamed_passes(kernel, layout)[g.id] <= 1 and not plan.staged:
         return None
-    split = _pow2_ceil(-(-g.extent // SPLIT_SEGMENT))
     if split < 2 or split > MAX_SPLIT:
         return None
-    trial = _choose_layout(kernel, _split_threads(forced), False, split)
+    return _resident_split(kernel, _split_threads(forced), split)
+
+
+def _resident_split(kernel, forced, split):
+    """``kernel``'s layout with its rows split ``split`` ways, if that holds each segment in
+    registers; None otherwise."""
+    trial = _choose_layout(kernel, forced, False, split)
     p = trial.groups[0]
     return trial if p.resident and not p.staged else None
+
+
+# rows longer than 16 segments of SPLIT_SEGMENT (up to 262144 float32) held in one cluster
+# all the same, 32 values a thread: measured on the H200 at 256 x 262144 (bench/RESULTS.md)
+# against the kernels the scheduler splits such rows into (one reads the row, one uses it),
+# 8 blocks of 1024 threads for a kernel that writes rows (softmax 1938 -> 3218 GB/s, z-score
+# 2467 -> 3563, layernorm 2438 -> 2944, rmsnorm 2694 -> 2776; 16 of 512 was slower but for
+# rmsnorm), 16 of 512 for one that writes a value per row from reduces that depend on one
+# another (logsumexp 1917 -> 2870, variance 3448 -> 3686; 8 of 1024 lost 9% on variance).
+# The latter only over rows too few to fill the GPU (which the scheduler would split into
+# kernels): with more, such a row streams in one pass (not measured against a cluster).
+WIDE_CLUSTER = {True: (8, 1024), False: (16, 512)}
+
+
+def _wide_cluster(kernel, forced):
+    from ..schedule import SPLIT_MIN_BLOCKS
+    writes = _writes_rows(kernel)
+    dependent = any(r.depth > 0 for r in kernel.reduces)
+    if not writes and not (dependent and kernel.nrows < SPLIT_MIN_BLOCKS):
+        return None
+    split, threads = WIDE_CLUSTER[writes]
+    return _resident_split(kernel, replace(forced, threads_per_row=threads), split)
 
 
 def _writes_rows(kernel):
