@@ -590,9 +590,14 @@ def test_rows_longer_than_sixteen_segments_are_one_cluster_of_wider_blocks(monke
 @pytest.mark.parametrize("name,split", [("softmax", 8), ("variance", 1), ("logsumexp", 1)])
 def test_many_rows_longer_than_sixteen_segments(monkeypatch, name, split):
     """1024 such rows fill the GPU unsplit: a row that is written whole is still held in a
-    cluster (two passes otherwise), one reduced to a value streams in one pass."""
+    cluster (two passes otherwise), one reduced to a value streams in one pass. Where
+    ``min_blocks_per_sm=4`` asks for more blocks a multiprocessor than 1024 threads allow,
+    the row is split as before (32 blocks of 256 threads)."""
     (k,) = _wide_rows_lowered(monkeypatch, name, 1024)
     assert k.layout.split == split and k.layout.cluster == (split > 1)
+    if split > 1:
+        (k,) = _wide_rows_lowered(monkeypatch, name, 1024, options=dict(min_blocks_per_sm=4))
+        assert (k.layout.split, k.block) == (32, 256)
 
 
 @pytest.mark.ptx

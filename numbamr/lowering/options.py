@@ -425,6 +425,8 @@ def _wide_cluster(kernel, forced):
     if not writes and not (dependent and kernel.nrows < SPLIT_MIN_BLOCKS):
         return None
     split, threads = WIDE_CLUSTER[writes]
+    if (forced.min_blocks_per_sm or 0) * threads > THREADS_PER_SM:
+        return None             # blocks as many as asked for would not fit: not this layout
     return _resident_split(kernel, replace(forced, threads_per_row=threads), split)
 
 
