@@ -5,7 +5,8 @@
         --variants "threads_per_row=256,unroll=8;threads_per_row=1024"
 
 A variant may also set the scheduler's thresholds for splitting a long reduction over few
-rows into two kernels (``sched_min_extent=8192``, ``sched_min_blocks=...``).
+rows into two kernels (``sched_min_extent=8192``, ``sched_min_blocks=...``), or
+``sched_col_line=1`` for column segments that are runs of rows, never interleaved.
 
 Each variant is checked against float64 NumPy before it is timed; the copy ceiling is
 measured in the same run. Prints one table: GB/s per (cell, variant).
@@ -34,7 +35,7 @@ DEFAULT_VARIANTS = [
 # reduction over few rows into two kernels (numbamr.schedule), set for one variant only
 SCHEDULE_KNOBS = {"sched_min_extent": "SPLIT_MIN_EXTENT", "sched_min_blocks": "SPLIT_MIN_BLOCKS",
                   "sched_min_extent_col": "SPLIT_MIN_EXTENT_COL",
-                  "sched_target_blocks": "SPLIT_TARGET_BLOCKS"}
+                  "sched_target_blocks": "SPLIT_TARGET_BLOCKS", "sched_col_line": "COL_LINE"}
 
 
 def parse(variant):

@@ -29,6 +29,11 @@ SPLIT_TARGET_BLOCKS = 4096      # ... into segments, until about this many block
 #                                 bench/RESULTS.md)
 SPLIT_MIN_SEGMENT = 2048
 COL_ROWS_PER_BLOCK = 32         # rows a block takes when reduced axes are not contiguous
+# columns a warp reads at once (one a thread; 128 bytes of float32): where a row of the
+# array is not a whole number of such lines (999 columns), column segments interleave, so
+# that each segment's step is (segment k takes rows k, k + 32, ...: a warp's 32 columns
+# then lie in one line instead of straddling two)
+COL_LINE = 32
 
 
 @dataclass
@@ -110,7 +115,10 @@ class Scheduler:
         return self.rebuild(roots, self._split)
 
     def _segments_for(self, n, src):
-        """How many segments to split reduce ``n`` (over ``src``) into; 1 means no split."""
+        """(segments, interleaved): how many segments to split reduce ``n`` (over ``src``)
+        into (1: no split), and whether segment s takes every segments-th step of the
+        reduced axes from s (columns whose rows are not whole lines: COL_LINE) rather than
+        a run of them."""
         kind, axes = n.arg
         rows = int(np.prod(n.shape, dtype=np.int64))
         extent = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
@@ -118,14 +126,19 @@ class Scheduler:
         blocks = rows if contiguous else -(-rows // COL_ROWS_PER_BLOCK)
         least = SPLIT_MIN_EXTENT if contiguous else SPLIT_MIN_EXTENT_COL
         if kind not in SPLIT_KINDS or blocks >= SPLIT_MIN_BLOCKS or extent < least:
-            return 1
-        return _segments(extent, -(-SPLIT_TARGET_BLOCKS // blocks))
+            return 1, False
+        most = -(-SPLIT_TARGET_BLOCKS // blocks)
+        if not contiguous and rows % COL_LINE:
+            lines = _segments(extent, most, lambda d: d * rows % COL_LINE == 0)
+            if lines > 1:
+                return lines, True
+        return _segments(extent, most), False
 
     def _split(self, n, srcs):
         if n.op is not Op.REDUCE:
             return None
         src = srcs[0]
-        segments = self._segments_for(n, src)
+        segments, interleaved = self._segments_for(n, src)
         if segments < 2:
             return None
         rewritten = self._shifted_variance(n, src)
@@ -142,9 +155,10 @@ class Scheduler:
             x = self._view(src, kept + list(axes), kept_shape + (segments, piece))
             seg_axis = len(kept_shape)
         else:                       # columns contiguous: (segment, kept..., piece), kept fastest
-            x = self._view(src, list(axes) + kept, (segments, piece) + kept_shape)
-            order = (0,) + tuple(range(2, 2 + len(kept_shape))) + (1,)
-            x = self._permute(x, order)
+            steps = (piece, segments) if interleaved else (segments, piece)
+            x = self._view(src, list(axes) + kept, steps + kept_shape)
+            first, second = (1, 0) if interleaved else (0, 1)
+            x = self._permute(x, (first,) + tuple(range(2, 2 + len(kept_shape))) + (second,))
             seg_axis = 0
         last = x.ndim - 1
         g = self.graph
@@ -353,12 +367,12 @@ def merge_groups(s):
     return merged
 
 
-def _segments(extent, most):
+def _segments(extent, most, fits=lambda d: True):
     """The most segments (<= ``most``) that divide ``extent`` into pieces of at least
-    SPLIT_MIN_SEGMENT elements."""
+    SPLIT_MIN_SEGMENT elements (and that ``fits``)."""
     best = 1
     for d in range(2, min(most, extent // SPLIT_MIN_SEGMENT) + 1):
-        if extent % d == 0:
+        if extent % d == 0 and fits(d):
             best = d
     return best
 

@@ -1,4 +1,6 @@
 """Programs that need several kernels: the scheduler splits them, fusing what it can."""
+import re
+
 import numpy as np
 import pytest
 
@@ -200,3 +202,68 @@ def test_split_centered_max_reads_the_input_once(monkeypatch, special):
     readers = [k for k in low.kernels if 0 in k.kernel.inputs]
     assert len(readers) == 2          # the whole-array pair in one, the column max in one
     assert all(r.depth == 0 for k in readers for r in k.kernel.reduces)
+
+
+def column_stats(x):
+    return x.sum(axis=0), x.var(axis=0), x.max(axis=0), np.min(x, axis=0), x.mean(axis=0)
+
+
+def _split_columns_small(monkeypatch):
+    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
+    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 64)
+    monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 8)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_columns_over_rows_that_are_not_whole_lines_split_interleaved(monkeypatch, dtype):
+    """384 rows of 7 (28 bytes, not a whole 128-byte line): the column reductions are split
+    so that segment s takes rows s, s + 32, ... (32 rows of 7 make whole lines), each block's
+    steps then starting lines, and the results are NumPy's (NaN and the extremes in rows
+    that fall to different segments)."""
+    _split_columns_small(monkeypatch)
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((384, 7)) * 100).astype(dtype)
+    if dtype == np.float32:
+        x[5, 2], x[300, 4], x[33, 6] = np.nan, 1e6, -1e6
+    fn = nm.jit(column_stats)
+    run_and_check(Program("column_stats", column_stats, None), (x,), jitted=fn)
+    first = fn.lower(x).kernels[0]
+    assert first.kernel.nrows == 32 * 7                       # (segment, column) rows
+    # (segment, column) rows lie side by side, and each segment steps 32 rows of 7 at once
+    load = re.search(r"x\[(\w+) \+ 224 \* q0_0\]", first.source)
+    assert load and f"    {load.group(1)} = row\n" in first.source
+
+
+def test_columns_over_whole_lines_split_into_runs(monkeypatch):
+    """Rows of 32 float32 are whole lines already: segments stay runs of rows (segment s
+    takes rows s * 24 to s * 24 + 23), as they were measured."""
+    _split_columns_small(monkeypatch)
+    x = np.random.default_rng(5).standard_normal((384, 32)).astype(np.float32)
+    fn = nm.jit(column_stats)
+    run_and_check(Program("column_stats", column_stats, None), (x,), jitted=fn)
+    first = fn.lower(x).kernels[0]
+    segments = first.kernel.nrows // 32
+    assert segments > 1 and f"{32 * (384 // segments)} * ((row) // 32)" in first.source
+
+
+def test_column_variance_of_odd_width_reads_whole_lines_on_the_gpu():
+    """100000 x 999 float32 (the GPU's thresholds): 32 interleaved segments, so the partial
+    kernel reads rows of 31968 floats (whole 128-byte lines) down 3125 steps, its loads
+    compiled without spills."""
+    x = np.empty((100000, 999), np.float32)
+    kernels = lower_for_gpu(lambda x: x.var(axis=0), (x,)).kernels
+    first = kernels[0]
+    assert first.kernel.nrows == 31968 and "31968 * q0" in first.source
+    (r,) = compile_report([first])
+    assert r["ok"] and r["spill_bytes"] == 0, r
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", [(100000, 999), (65536, 333)])
+def test_columns_of_odd_width_split_interleaved_on_gpu(shape):
+    """Column sums, variances, extremes and means over 999 and 333 columns, split into 32
+    interleaved segments by the GPU's thresholds, against float64 NumPy."""
+    x = (np.random.default_rng(6).standard_normal(shape) + 3).astype(np.float32)
+    fn = nm.jit(column_stats)
+    assert fn.lower(x).kernels[0].kernel.nrows == 32 * shape[1]
+    run_and_check(Program("column_stats", column_stats, None), (x,), jitted=fn)
