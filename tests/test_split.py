@@ -528,6 +528,22 @@ def test_forced_split_keeps_long_reductions_over_few_rows_in_one_kernel(options)
         run_and_check(Program("stats", stats, None), (x,), jitted=fn)
 
 
+def _lowered_for_gpu(monkeypatch, name, rows, cols, arch=(9, 0), options=None):
+    """The GPU kernels of program ``name`` over ``rows`` x ``cols`` float32, lowered as for
+    a GPU of compute capability ``arch`` (no GPU needed)."""
+    from numbamr.runtime import device
+    from test_ptx import lower_for_gpu
+    monkeypatch.setattr(device, "arch", lambda: arch)
+    p = BY_NAME[name]
+    inputs = (np.empty((rows, cols), np.float32),) + tuple(
+        p.make(np.random.default_rng(0), 1, cols)[1:])
+    return lower_for_gpu(nm.jit(**options)(p.fn) if options else p.fn, inputs).kernels
+
+
+def _wide_rows_lowered(monkeypatch, name, rows, arch=(9, 0), options=None):
+    return _lowered_for_gpu(monkeypatch, name, rows, 262144, arch, options)
+
+
 @pytest.mark.parametrize("name,kernels", [("softmax", 1), ("layernorm", 1), ("variance", 2),
                                           ("sum_and_max", 2)])
 @pytest.mark.parametrize("clusters", [True, False])
@@ -537,13 +553,7 @@ def test_few_long_rows_stay_one_kernel_where_a_cluster_holds_them(monkeypatch, n
     split across 8-block clusters where the GPU launches clusters, not the scheduler's chain
     of kernels (each of which reads the rows again); one-pass reductions keep the two-kernel
     split (segments, then their combine), as do all rows where clusters do not launch."""
-    from numbamr.runtime import device
-    from test_ptx import lower_for_gpu
-    monkeypatch.setattr(device, "arch", lambda: (9, 0) if clusters else (8, 0))
-    p = BY_NAME[name]
-    inputs = (np.empty((128, 65536), np.float32),) + tuple(
-        p.make(np.random.default_rng(0), 1, 65536)[1:])
-    ks = lower_for_gpu(p.fn, inputs).kernels
+    ks = _lowered_for_gpu(monkeypatch, name, 128, 65536, (9, 0) if clusters else (8, 0))
     if clusters:
         assert len(ks) == kernels, [k.name for k in ks]
         if kernels == 1:
@@ -554,16 +564,6 @@ def test_few_long_rows_stay_one_kernel_where_a_cluster_holds_them(monkeypatch, n
 
 WIDE_ROWS = {"softmax": (8, 1024), "layernorm": (8, 1024), "rmsnorm": (8, 1024),
              "zscore": (8, 1024), "logsumexp": (16, 512), "variance": (16, 512)}
-
-
-def _wide_rows_lowered(monkeypatch, name, rows, arch=(9, 0), options=None):
-    from numbamr.runtime import device
-    from test_ptx import lower_for_gpu
-    monkeypatch.setattr(device, "arch", lambda: arch)
-    p = BY_NAME[name]
-    inputs = (np.empty((rows, 262144), np.float32),) + tuple(
-        p.make(np.random.default_rng(0), 1, 262144)[1:])
-    return lower_for_gpu(nm.jit(**options)(p.fn) if options else p.fn, inputs).kernels
 
 
 @pytest.mark.parametrize("name", list(WIDE_ROWS) + ["sum_and_max"])
