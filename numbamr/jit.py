@@ -351,6 +351,8 @@ def jit(fn=None, autotune=False, **options):
         raise ArgumentError(f"numbamr.jit: autotune must be True or False, got {autotune!r}")
     try:
         opts = KernelOptions(**options)
+    except ArgumentError:
+        raise                   # a known option with a bad value says so itself
     except TypeError as e:
         names = ", ".join(f.name for f in dataclasses.fields(KernelOptions))
         raise ArgumentError(f"numbamr.jit: unknown option ({e}); the options are {names}")

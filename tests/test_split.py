@@ -38,8 +38,12 @@ def _lowered(fn, inputs):
     (4, 3, 512, dict(online=0, cluster=1)),               # two exchanges where they depend
     (2, 5, 256, dict(layout="col", threads_per_row=4, rows_per_block=2)),  # tiles of rows
     (4, 7, 512, dict(threads_per_row=8, rows_per_block=4, cluster=1)),     # a ragged tile
+    (3, 3, 768, {}),                                      # a split of any count
+    (7, 2, 1792, dict(cluster=1)),
+    (6, 3, 1536, dict(threads_per_row=16, upcast=0, unroll=2)),
 ], ids=["s2", "s4", "s2-t8", "s4-streamed", "s2-staged", "s4-cluster", "s2-streamed-cluster",
-        "s4-two-exchanges", "s2-col-tiles", "s4-row-tiles-cluster"])
+        "s4-two-exchanges", "s2-col-tiles", "s4-row-tiles-cluster", "s3", "s7-cluster",
+        "s6-streamed"])
 def test_split_rows_match_numpy(name, split, rows, cols, options):
     p = BY_NAME[name]
     inputs = p.make(np.random.default_rng(split * 100 + cols), rows, cols)
@@ -69,8 +73,13 @@ def test_split_rows_match_numpy(name, split, rows, cols, options):
     (2, 3, 700, dict(threads_per_row=8, stage=4096)),     # partly in shared memory
     (4, 3, 1010, dict(cluster=1)),
     (2, 5, 251, dict(layout="col", threads_per_row=4, rows_per_block=2)),
+    (3, 3, 999, {}),                                      # segments of 336, the last 327
+    (7, 2, 1000, dict(cluster=1)),                        # segments of 144, the last 136
+    (5, 3, 1030, dict(threads_per_row=16, upcast=0, unroll=2)),
+    (3, 5, 251, dict(layout="col", threads_per_row=4, rows_per_block=2)),
 ], ids=["s4-pairs", "s8-t16", "s4-odd", "s4-streamed", "s2-streamed-zigzag",
-        "s2-streamed-peeled", "s2-staged", "s4-cluster", "s2-col-tiles"])
+        "s2-streamed-peeled", "s2-staged", "s4-cluster", "s2-col-tiles", "s3-odd",
+        "s7-cluster", "s5-streamed", "s3-col-tiles"])
 def test_split_rows_that_do_not_divide_match_numpy(name, split, rows, cols, options):
     """Rows that do not divide into whole steps of the split's blocks: segments of whole
     vectors, the last one shorter where the row's length is no multiple of them, each
@@ -191,10 +200,12 @@ def test_split_rows_of_nothing_give_the_identities():
           jitted=nm.jit(split=4)(lambda x: (x.sum(axis=-1), x.max(axis=-1, initial=-1.0))))
 
 
-@pytest.mark.parametrize("value", [0, 3, 64, 2.0])
-def test_split_option_is_checked(value):
-    with pytest.raises(nm.NumbamrError, match="split"):
+@pytest.mark.parametrize("value,why", [(0, "1..32, got 0"), (33, "1..32, got 33"),
+                                       (2.0, "an integer, got 2.0")])
+def test_split_option_is_checked(value, why):
+    with pytest.raises(nm.NumbamrError, match=f"^option split must be .*{why}") as info:
         nm.jit(split=value)(lambda x: x.sum(axis=-1))
+    assert "unknown option" not in str(info.value)     # a known option with a bad value
 
 
 @pytest.mark.parametrize("options,why", [
@@ -376,9 +387,11 @@ def test_long_rows_that_do_not_divide_are_split_and_compile_without_spills(cols,
     (264, 65536, None, None), (264, 131072, None, None), (300, 4096, 4, None),
     (264, 32768, 32, None), (264, 65536, None, 1), (264, 65536, None, 0),
     (264, 131072, None, 1), (300, 4096, 2, 1), (264, 50000, None, None),
-    (264, 50257, None, 1), (264, 50257, None, 0), (300, 4100, 4, 1)])
+    (264, 50257, None, 1), (264, 50257, None, 0), (300, 4100, 4, 1), (264, 50000, 7, None),
+    (264, 100000, 14, 1), (300, 4100, 3, 0)])
 def test_split_rows_on_gpu(name, rows, cols, split, cluster):
-    """Heuristic splits of long rows (8 and 16 blocks a row) and forced ones (2, 4, 32), the
+    """Heuristic splits of long rows (8 and 16 blocks a row) and forced ones (2, 3, 4, 7, 14,
+    32), the
     row's blocks a cluster or not, rows that divide into the split and rows that do not
     (a shorter last segment), against float64 NumPy, and the same bits on a second call
     (CuPy arrays). At least 264 rows: fewer long rows are split by the scheduler into

@@ -42,7 +42,7 @@ class KernelOptions:
                      shared memory that no more fit), to keep fewer rows in flight
     min_blocks_per_sm: the compiler keeps registers few enough for this many blocks on
                      one multiprocessor (a launch bound; it may spill to fit)
-    split:           blocks that share one row (a power of two): each holds a segment of
+    split:           blocks that share one row (1..32): each holds a segment of
                      the row and the blocks of a row exchange their partial reductions
                      through memory, so that rows too long for one block stay on chip;
                      forced, it also keeps long reductions over few rows (a whole-array sum,
@@ -120,8 +120,8 @@ class KernelOptions:
             if getattr(self, name) is not None and not 1 <= getattr(self, name) <= 32:
                 raise ArgumentError(f"option {name} must be 1..32, got {getattr(self, name)}")
         sp = self.split
-        if sp is not None and (sp < 1 or sp > MAX_SPLIT or sp & (sp - 1)):
-            raise ArgumentError(f"option split must be a power of two in 1..{MAX_SPLIT}, "
+        if sp is not None and (sp < 1 or sp > MAX_SPLIT):
+            raise ArgumentError(f"option split must be in 1..{MAX_SPLIT}, "
                                 f"got {sp}")
 
 
