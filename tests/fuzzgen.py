@@ -63,7 +63,7 @@ GPU = dict(
     unroll=[1, 2, 3, 4, 8],
     rtol=1e-4,
     # layout and launch choices only the GPU takes, each forced in about one case in ten
-    launch=dict(split=[2, 4, 8, 16], cluster=[0, 1], stage=[0, 4096, 49152, 163840],
+    launch=dict(split=[2, 3, 4, 7, 8, 12, 16], cluster=[0, 1], stage=[0, 4096, 49152, 163840],
                 blocks_per_sm=[1, 2, 3, 8], min_blocks_per_sm=[1, 2, 4],
                 evict_last=[0, 1]),
 )
