@@ -322,6 +322,42 @@ def test_min_blocks_per_sm_is_checked(value, why):
         nm.jit(min_blocks_per_sm=value, threads_per_row=512)(BY_NAME["softmax"].fn).lower(x)
 
 
+def _column_sum(x):
+    return x.sum(axis=0)
+
+
+def _less_row_max(x):
+    return x - x.max(axis=-1, keepdims=True)
+
+
+# shapes whose heuristic blocks have 1024 threads: a column sum's tiles, a row of 262144
+# held in one cluster of 8 blocks
+BLOCKS_OF_1024 = [(_column_sum, (4096, 4096)), (_less_row_max, (64, 262144))]
+
+
+@pytest.mark.parametrize("fn,shape", BLOCKS_OF_1024)
+@pytest.mark.parametrize("per_sm", [3, 4])
+def test_forced_min_blocks_per_sm_shrinks_the_heuristics_blocks(monkeypatch, fn, shape,
+                                                                per_sm):
+    """Blocks the heuristics would make too large for a forced ``min_blocks_per_sm`` to fit
+    on a multiprocessor are made smaller (512 threads), not refused."""
+    from numbamr.runtime import device
+    monkeypatch.setattr(device, "arch", lambda: (9, 0))
+    x = np.empty(shape, np.float32)
+    assert [k.block for k in lower_for_gpu(fn, (x,)).kernels] == [1024]
+    bounded = lower_for_gpu(nm.jit(min_blocks_per_sm=per_sm)(fn), (x,)).kernels
+    assert all(k.launch_bounds == (k.block, per_sm) for k in bounded)
+    assert max(k.block for k in bounded) == 512
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("fn,shape", BLOCKS_OF_1024)
+def test_forced_min_blocks_per_sm_on_gpu(fn, shape):
+    from helpers import check
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    check(fn, x, jitted=nm.jit(min_blocks_per_sm=3)(fn), rtol=1e-4)
+
+
 def test_float32_max_and_min_are_one_instruction_on_sm80(monkeypatch):
     """Lowered for an sm_80+ GPU, numpy's NaN-propagating float32 max/min (reductions,
     np.maximum, the online softmax's running max) is one ``max.NaN``/``min.NaN``: no NaN

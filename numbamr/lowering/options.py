@@ -309,6 +309,7 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
         split_layout = _auto_split(kernel, forced, layout, clusters)
         if split_layout is not None:
             layout, split = split_layout, split_layout.split
+    layout = _fit_min_blocks(kernel, forced, simulator, layout)
     if split > 1:
         _check_segments(kernel, layout, split)
     if (forced.min_blocks_per_sm or 0) * layout.block_threads > THREADS_PER_SM:
@@ -327,6 +328,21 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
                    reciprocal=forced.reciprocal != 0,
                    evict_last=_writes_rows(kernel) if forced.evict_last is None else
                    bool(forced.evict_last))
+
+
+def _fit_min_blocks(kernel, forced, simulator, layout):
+    """``layout`` in blocks few enough threads for a forced ``min_blocks_per_sm`` to fit on
+    a multiprocessor, where the block's shape was the heuristics' to choose (a forced shape
+    that does not fit is refused by ``choose``)."""
+    most = THREADS_PER_SM // (forced.min_blocks_per_sm or 1)
+    if layout.block_threads <= most or forced.threads_per_row is not None or \
+            forced.rows_per_block is not None:
+        return layout
+    most = 1 << (min(most, 1024).bit_length() - 1)     # a power of two of threads
+    t = min(layout.threads_per_row, most)
+    rb = max(1, min(layout.rows_per_block, most // t))
+    return _choose_layout(kernel, replace(forced, threads_per_row=t, rows_per_block=rb),
+                          simulator, layout.split)
 
 
 # a block of a split row: 8192 elements over 256 threads (measured on the H200 at 1024 x
