@@ -359,10 +359,10 @@ def test_long_two_pass_rows_are_split_and_compile_without_spills(cluster):
 
 
 @pytest.mark.ptx
-@pytest.mark.parametrize("cols,vector,split", [(50000, 16, 8), (50257, None, 8), (100000, 16, 16)])
+@pytest.mark.parametrize("cols,vector,split", [(50000, 16, 7), (50257, None, 8), (100000, 16, 14)])
 def test_long_rows_that_do_not_divide_are_split_and_compile_without_spills(cols, vector, split):
-    """Two-pass rows whose length is no multiple of the split (50000: segments of 6252
-    floats; 50257, odd: of 6283) are split like those that are, each segment held in
+    """Two-pass rows whose length is no multiple of the split (50000: 7 segments of 7144
+    floats; 50257, odd: 8 of 6283) are split like those that are, each segment held in
     registers (not streamed twice), with 16-byte accesses where the length allows them."""
     from test_ptx import lower_for_gpu, compile_report
     rng = np.random.default_rng(0)
@@ -378,6 +378,25 @@ def test_long_rows_that_do_not_divide_are_split_and_compile_without_spills(cols,
         assert r["ok"], r["error"]
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
         assert r["vector_bytes"] == ([vector] if vector else []), (k.name, r["vector_bytes"])
+
+
+# the heuristics' split of a two-pass row of float32 (SPLIT_SEGMENT 8192, 256 threads a
+# block holding whole chunks of 1024): from the fewest segments up to the next power of two,
+# the count that pads least, a tie to more blocks
+FULLEST_SPLIT = {65536: 8, 131072: 16, 50000: 7, 50257: 8, 100000: 14, 98304: 16, 40000: 8}
+
+
+@pytest.mark.parametrize("cols", FULLEST_SPLIT)
+def test_long_rows_split_into_the_segments_that_pad_least(cols):
+    """Each thread of a split row holds whole chunks of its segment: rows of 100000 go in
+    14 segments of 7144 (7 chunks, all but full), not 16 of 6250 (the 7th chunk a tenth
+    full); where two counts pad alike (50257 in 7 or 8: 8 chunks or 7), the larger wins."""
+    from test_ptx import lower_for_gpu
+    p = BY_NAME["softmax"]
+    x = np.empty((1024, cols), np.float32)
+    (k,) = lower_for_gpu(p.fn, (x,)).kernels
+    assert k.layout.split == FULLEST_SPLIT[cols], cols
+    assert k.layout.groups[0].resident
 
 
 @pytest.mark.gpu
@@ -402,7 +421,7 @@ def test_split_rows_on_gpu(name, rows, cols, split, cluster):
     options = {k: v for k, v in dict(split=split, cluster=cluster).items() if v is not None}
     fn = nm.jit(**options)(p.fn) if options else nm.jit(p.fn)
     (k,) = _lowered(fn, inputs)
-    assert k.layout.split == (split or 1 << (-(-cols // 8192) - 1).bit_length())
+    assert k.layout.split == (split or FULLEST_SPLIT[cols])
     if cluster is not None:
         assert k.layout.cluster == bool(cluster)
     run_and_check(p, inputs, jitted=fn)
