@@ -409,10 +409,10 @@ def test_long_rows_split_into_the_segments_that_pad_least(cols):
     (264, 50257, None, 1), (264, 50257, None, 0), (300, 4100, 4, 1), (264, 50000, 7, None),
     (264, 100000, 14, 1), (300, 4100, 3, 0)])
 def test_split_rows_on_gpu(name, rows, cols, split, cluster):
-    """Heuristic splits of long rows (8 and 16 blocks a row) and forced ones (2, 3, 4, 7, 14,
-    32), the
-    row's blocks a cluster or not, rows that divide into the split and rows that do not
-    (a shorter last segment), against float64 NumPy, and the same bits on a second call
+    """Heuristic splits of long rows (7, 8 and 16 blocks a row) and forced ones (2, 3, 4, 7,
+    14, 32), the row's blocks a cluster or not, rows that divide into the split and rows
+    that do not (a shorter last segment), against float64 NumPy, and the same bits on a
+    second call
     (CuPy arrays). At least 264 rows: fewer long rows are split by the scheduler into
     several kernels instead."""
     cp = pytest.importorskip("cupy")
