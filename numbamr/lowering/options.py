@@ -345,7 +345,7 @@ def _fit_min_blocks(kernel, forced, simulator, layout):
                           simulator, layout.split)
 
 
-# a block of a split row: 8192 elements over 256 threads (measured on the H200 at 1024 x
+# a block of a split row: at most 8192 elements over 256 threads (measured on the H200 at 1024 x
 # 65536, bench/RESULTS.md: 512 or 1024 threads, or 4096 / 16384 elements, were slower)
 SPLIT_SEGMENT = 8192
 SPLIT_THREADS = 256
