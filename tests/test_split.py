@@ -387,14 +387,11 @@ FULLEST_SPLIT = {65536: 8, 131072: 16, 50000: 7, 50257: 8, 100000: 14, 98304: 16
 
 
 @pytest.mark.parametrize("cols", FULLEST_SPLIT)
-def test_long_rows_split_into_the_segments_that_pad_least(cols):
+def test_long_rows_split_into_the_segments_that_pad_least(monkeypatch, cols):
     """Each thread of a split row holds whole chunks of its segment: rows of 100000 go in
     14 segments of 7144 (7 chunks, all but full), not 16 of 6250 (the 7th chunk a tenth
     full); where two counts pad alike (50257 in 7 or 8: 8 chunks or 7), the larger wins."""
-    from test_ptx import lower_for_gpu
-    p = BY_NAME["softmax"]
-    x = np.empty((1024, cols), np.float32)
-    (k,) = lower_for_gpu(p.fn, (x,)).kernels
+    (k,) = _lowered_for_gpu(monkeypatch, "softmax", 1024, cols)
     assert k.layout.split == FULLEST_SPLIT[cols], cols
     assert k.layout.groups[0].resident
 
@@ -412,8 +409,7 @@ def test_split_rows_on_gpu(name, rows, cols, split, cluster):
     """Heuristic splits of long rows (7, 8 and 16 blocks a row) and forced ones (2, 3, 4, 7,
     14, 32), the row's blocks a cluster or not, rows that divide into the split and rows
     that do not (a shorter last segment), against float64 NumPy, and the same bits on a
-    second call
-    (CuPy arrays). At least 264 rows: fewer long rows are split by the scheduler into
+    second call (CuPy arrays). At least 264 rows: fewer long rows are split by the scheduler into
     several kernels instead."""
     cp = pytest.importorskip("cupy")
     p = BY_NAME[name]

@@ -312,7 +312,7 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
     layout = _fit_min_blocks(kernel, forced, simulator, layout)
     if split > 1:
         _check_segments(kernel, layout, split)
-    if (forced.min_blocks_per_sm or 0) * layout.block_threads > THREADS_PER_SM:
+    if not _blocks_fit(forced, layout.block_threads):
         raise ArgumentError(f"option min_blocks_per_sm={forced.min_blocks_per_sm}: blocks of "
                             f"{layout.block_threads} threads, at most {THREADS_PER_SM} threads "
                             "fit on a multiprocessor")
@@ -330,14 +330,20 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
                    bool(forced.evict_last))
 
 
+def _blocks_fit(forced, block_threads):
+    """Do as many blocks of ``block_threads`` as a forced ``min_blocks_per_sm`` asks for fit
+    on one multiprocessor?"""
+    return (forced.min_blocks_per_sm or 1) * block_threads <= THREADS_PER_SM
+
+
 def _fit_min_blocks(kernel, forced, simulator, layout):
     """``layout`` in blocks few enough threads for a forced ``min_blocks_per_sm`` to fit on
     a multiprocessor, where the block's shape was the heuristics' to choose (a forced shape
     that does not fit is refused by ``choose``)."""
-    most = THREADS_PER_SM // (forced.min_blocks_per_sm or 1)
-    if layout.block_threads <= most or forced.threads_per_row is not None or \
+    if _blocks_fit(forced, layout.block_threads) or forced.threads_per_row is not None or \
             forced.rows_per_block is not None:
         return layout
+    most = THREADS_PER_SM // forced.min_blocks_per_sm
     most = 1 << (min(most, 1024).bit_length() - 1)     # a power of two of threads
     t = min(layout.threads_per_row, most)
     rb = max(1, min(layout.rows_per_block, most // t))
@@ -412,19 +418,20 @@ def _auto_split(kernel, forced, layout, clusters=False):
         return None
     if split < 2 or split > MAX_SPLIT:
         return None
-    return _fullest_split(kernel, _split_threads(forced), least)
+    return _fullest_split(kernel, _split_threads(forced), least, split)
 
 
-def _fullest_split(kernel, forced, least):
-    """Of the resident splits into ``least`` (segments of at most SPLIT_SEGMENT) up to the
-    next power of two blocks a row, the one whose threads hold the fewest positions past
-    the row's end (each holds whole chunks of its segment); a tie goes to more blocks.
+def _fullest_split(kernel, forced, least, most):
+    """Of the resident splits into ``least`` (segments of at most SPLIT_SEGMENT) up to
+    ``most`` (the next power of two) blocks a row, the one whose threads hold the fewest
+    positions past the row's end (each holds whole chunks of its segment); a tie goes to
+    more blocks.
     Measured on the H200 (bench/RESULTS.md): rows of 100000 in 14 segments of 7144 (7
     chunks of 1024, all but full) rather than 16 of 6250 (7 chunks, the last a tenth full),
     softmax +26%, z-score +3%, layernorm +2%; rows of 50000 in 7 rather than 8, softmax
     +7%, layernorm +4%."""
     best, best_padded = None, None
-    for split in range(_pow2_ceil(least), least - 1, -1):
+    for split in range(most, least - 1, -1):
         trial = _resident_split(kernel, forced, split)
         if trial is None:
             continue
@@ -462,7 +469,7 @@ def _wide_cluster(kernel, forced):
     if not writes and not (dependent and kernel.nrows < SPLIT_MIN_BLOCKS):
         return None
     split, threads = WIDE_CLUSTER[writes]
-    if (forced.min_blocks_per_sm or 0) * threads > THREADS_PER_SM:
+    if not _blocks_fit(forced, threads):
         return None             # blocks as many as asked for would not fit: not this layout
     return _resident_split(kernel, replace(forced, threads_per_row=threads), split)
 
