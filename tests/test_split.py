@@ -396,6 +396,23 @@ def test_long_rows_split_into_the_segments_that_pad_least(monkeypatch, cols):
     assert k.layout.groups[0].resident
 
 
+@pytest.mark.parametrize("name", ["softmax", "rmsnorm", "zscore"])
+@pytest.mark.parametrize("cols,options,kept", [
+    (65536, None, True), (131072, None, True), (100000, None, False), (50000, None, False),
+    (100352, {"split": 14}, False), (100352, {"split": 16}, False),
+    (100000, {"evict_last": 1}, True), (65536, {"evict_last": 0}, False)])
+def test_split_rows_load_under_evict_last_only_in_whole_power_of_two_segments(
+        monkeypatch, name, cols, options, kept):
+    """Rows written whole load their inputs under the L2 evict_last policy, except rows split
+    in a count that is not a power of two (100000 in 14, 50000 in 7, 100352 in 14 whole
+    segments of 7168) or into segments that end inside a chunk (100352 in 16); a forced
+    ``evict_last`` wins either way."""
+    (k,) = _lowered_for_gpu(monkeypatch, name, 1024, cols, options=options)
+    assert k.layout.split > 1 and k.layout.groups[0].vector == 4, k.layout
+    assert k.layout.evict_last == kept, k.layout
+    assert ("vload_keep(" in k.source) == kept
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", ["softmax", "layernorm_stats", "rmsnorm", "zscore",
                                   "chain4", "log_softmax"])
