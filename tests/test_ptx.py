@@ -495,3 +495,28 @@ def test_inputs_load_under_the_l2_evict_last_policy_on_sm80_and_newer(monkeypatc
 def test_evict_last_is_checked():
     with pytest.raises(nm.NumbamrError, match="evict_last must be 0 or 1"):
         nm.jit(evict_last=2)(_row_max).lower(np.empty((4, 64), np.float32))
+
+
+def _refused(seed):
+    """Does numbamr refuse fuzz case ``seed`` of the GPU profile (its forced options)?"""
+    import fuzzgen
+    _, fn, inputs, options = fuzzgen.make_case(seed, fuzzgen.GPU)
+    try:
+        lower_for_gpu(nm.jit(**options)(fn), inputs)
+    except fuzzgen.unsupported_errors():
+        return True
+    return False
+
+
+def test_the_compile_time_script_skips_programs_numbamr_refuses():
+    """bench/compile_time.py reports a fuzz case whose forced options its program refuses
+    (a split of a row with two loops, more segments than elements) and goes on without
+    counting it, instead of stopping at the error."""
+    seed = next(s for s in range(200) if _refused(s))
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    proc = subprocess.run([sys.executable, os.path.join(ROOT, "bench", "compile_time.py"),
+                           "--seeds", str(seed), str(seed + 1)],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert f"seed {seed}: unsupported, not counted" in proc.stdout, proc.stdout
+    assert "total over 0 seeds" in proc.stdout, proc.stdout
