@@ -328,11 +328,11 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
                    split=split, cluster=cluster,
                    online=None if forced.online is None else bool(forced.online),
                    reciprocal=forced.reciprocal != 0,
-                   evict_last=_evict_last_default(kernel, layout, split)
+                   evict_last=_evict_last_default(kernel, layout)
                    if forced.evict_last is None else bool(forced.evict_last))
 
 
-def _evict_last_default(kernel, layout, split):
+def _evict_last_default(kernel, layout):
     """Inputs under the L2 evict_last policy by default: kernels that write whole rows
     (measured on the H200, bench/RESULTS.md: rows written whole 0-2.3% faster, a value per
     row 0.7-1.4% slower), unless their rows are split into a count that is not a power of
@@ -343,12 +343,17 @@ def _evict_last_default(kernel, layout, split):
     float16 rows of 100000 in 13, 14 or 16 lose 1-46% with it."""
     if not _writes_rows(kernel):
         return False
-    if split == 1:
-        return True
-    whole = all(layout.segment(g) * split == g.extent and
-                layout.segment(g) % (layout.groups[g.id].vector * layout.threads_per_row) == 0
-                for g in kernel.groups)
-    return whole and split & (split - 1) == 0
+    split = layout.split
+    return split == 1 or (_pow2_ceil(split) == split and
+                          all(_whole_segments(layout, g) for g in kernel.groups))
+
+
+def _whole_segments(layout, g):
+    """Do the ``layout.split`` segments of group ``g`` cover its rows exactly, each in
+    whole chunks of the block's threads?"""
+    seg = layout.segment(g)
+    return seg * layout.split == g.extent and \
+        seg % (layout.groups[g.id].vector * layout.threads_per_row) == 0
 
 
 def _blocks_fit(forced, block_threads):
