@@ -64,6 +64,7 @@ def inspect(entry, cc=(9, 0)):
         "cluster_barriers": len(re.findall(r"barrier\.cluster\.(?:arrive|wait)", ptx)),
         "async_stores": len(re.findall(r"\bst\.async\.", ptx)),
         "mbarrier_waits": len(re.findall(r"\bmbarrier\.try_wait\.", ptx)),
+        "bulk_copies": len(re.findall(r"\bcp\.async\.bulk\.", ptx)),
         "atomics": len(re.findall(r"\batom\.", ptx)),
         "griddep_waits": len(re.findall(r"\bgriddepcontrol\.wait\b", ptx)),
         "griddep_launches": len(re.findall(r"\bgriddepcontrol\.launch_dependents\b", ptx)),

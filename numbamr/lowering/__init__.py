@@ -7,7 +7,7 @@ from .options import KernelOptions, choose
 from .linearize import linearize, format_program
 from .online import find_fusions
 from .verify import verify
-from .emit import emit
+from .emit import emit, launched_dependent
 
 
 @dataclass
@@ -49,14 +49,15 @@ class LoweredKernel:
 
 def lower_built(kernel, options=None, simulator=False, aligned=None, targets=None):
     """Layout, linear program, verification and source for an analyzed kernel."""
-    from ..runtime.device import arch, clusters_available, dependent_launches
+    from ..runtime.device import arch, clusters_available
     cc = None if simulator else arch()
-    layout = choose(kernel, options, simulator, clusters=not simulator and clusters_available(cc))
+    layout = choose(kernel, options, simulator, clusters=not simulator and clusters_available(cc),
+                    aligned=aligned)
     fusions = find_fusions(kernel, layout)
     program = verify(linearize(kernel, layout, aligned, simulator, fusions))
     return LoweredKernel(kernel.name, kernel, layout, program, emit(program, "cuda", cc),
                          emit(program, "sim") if simulator else None, targets,
-                         dependent_launches(cc))
+                         launched_dependent(layout, cc))
 
 
 def split_into_cluster(kernel, options=None, simulator=False):

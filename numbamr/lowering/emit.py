@@ -15,6 +15,7 @@ from ..runtime.device import L2_POLICY_ARCH, NAN_MINMAX_ARCH, capable, dependent
 from .linearize import const_literal, exchange_dtype as _xdt
 
 FULL_MASK = "0xFFFFFFFF"
+BULK_PIECE = 8192       # bytes of one bulk copy of a row's segment
 
 
 def dtype_name(dt):
@@ -174,6 +175,14 @@ def _arg_take(kind, av, ai, bv, bi, first):
             f"(({av} == {av}) & (({bv} {cmp} {av}) | (({bv} == {av}) & ({bi} < {ai}))))")
 
 
+def launched_dependent(layout, arch):
+    """Whether a kernel of ``layout`` is launched as a programmatic dependent of the stream's
+    previous kernel (and waits for it itself). Not a persistent grid, which fills the GPU:
+    the next kernel's early blocks cost it 4% at 1024 x 65536 on the H200 (layernorm
+    3642-3681 GB/s launched so, 3808-3837 not)."""
+    return dependent_launches(arch) and not layout.persistent
+
+
 class Emitter:
     def __init__(self, program, target, arch=None):
         assert target in ("cuda", "sim")
@@ -186,8 +195,7 @@ class Emitter:
         # a split row's blocks are a cluster: partials go to each block's shared memory
         self.dsmem = target == "cuda" and program.layout.cluster and \
             any(ins.op == "XSTORE" for ins in program.instrs)
-        # launched as a programmatic dependent of the stream's previous kernel
-        self.dependent = target == "cuda" and dependent_launches(arch)
+        self.dependent = target == "cuda" and launched_dependent(program.layout, arch)
         self.rounded = any(ins.op == "ALU" and ins.arg is Op.MUL_RN for ins in program.instrs)
         self.lines, self.indent = [], 1
         self.scratch = {}              # (reduce id, dtype) -> scratch array (sim shuffles)
@@ -250,6 +258,10 @@ class Emitter:
         if self.dsmem:
             head.append("from numbamr.runtime.intrinsics import cluster_arrive, cluster_wait, "
                         f"xbar_arm, xbar_wait, xsend{int_partials}")
+        if p.layout.persistent and self.target == "cuda":
+            head.append("from numbamr.runtime.intrinsics import mbar_init, mbar_expect, "
+                        "mbar_wait, bulk_load, init_fence, proxy_fence" +
+                        (", xbar_wait_parity" if self.dsmem else ""))
         elif any(kind == "scratch" for _, kind, _, _ in p.params):
             wait = "sim_phase" if self.target == "sim" else "arrive_and_wait"
             head.append(f"from numbamr.runtime.{lib} import {wait}, xload, xstore{int_partials}")
@@ -502,27 +514,36 @@ class Emitter:
             if ins.op == "XSTORE":
                 slots.setdefault(ins.arg[3], set()).add(ins.arg[1])
         nslots = 1 + max(max(s) for s in slots.values())
-        self.line(f"xsm = cuda.shared.array({nslots * rb * split}, float64)"
+        # a persistent cluster's blocks may send the next row's partials before every block
+        # has read this row's: rows take turns between two sets of buffers and mbarriers
+        sets = 2 if self.p.layout.persistent else 1
+        self.xsm_set, self.xbar_set = nslots * rb * split, len(slots)
+        self.line(f"xsm = cuda.shared.array({sets * nslots * rb * split}, float64)"
                   "  # every block's partials")
-        self.line(f"xbar = cuda.shared.array({len(slots)}, uint64)  # one mbarrier an exchange")
+        self.line(f"xbar = cuda.shared.array({sets * len(slots)}, uint64)"
+                  "  # one mbarrier an exchange")
         self.line("if cuda.threadIdx.x == 0:")
-        for j in sorted(slots):
-            self.line(f"    xbar_arm(xbar, {j}, {len(slots[j]) * rb * split * 8})")
+        self.xbytes = {j: len(slots[j]) * rb * split * 8 for j in slots}
+        for k in range(sets):
+            for j in sorted(slots):
+                self.line(f"    xbar_arm(xbar, {j + k * len(slots)}, {self.xbytes[j]})")
         self.line("cluster_arrive()  # waited for before the first partial is sent")
 
     def _xsm_index(self, slot, block):
         split, rb = self.p.layout.split, self.p.layout.rows_per_block
-        return f"{slot * rb * split} + rib * {split} + {block}"
+        turn = f"(rit & 1) * {self.xsm_set} + " if self.p.layout.persistent else ""
+        return f"{turn}{slot * rb * split} + rib * {split} + {block}"
 
     def op_xopen(self, ins):
-        if self.dsmem and ins.arg == 0:
+        if self.dsmem and ins.arg == 0 and not self.p.layout.persistent:
             self.line("cluster_wait()  # every block of the cluster has armed its mbarriers")
 
     def op_xstore(self, ins):
         val, buf = ins.srcs[0], ins.srcs[-1]
         index, slot, block, j = ins.arg
         if self.dsmem:
-            self.line(f"xsend(xsm, {self._xsm_index(slot, block)}, {val}, xbar, {j}, "
+            bar = f"{j} + (rit & 1) * {self.xbar_set}" if self.p.layout.persistent else j
+            self.line(f"xsend(xsm, {self._xsm_index(slot, block)}, {val}, xbar, {bar}, "
                       f"{self.p.layout.split})")
         else:
             self.line(f"xstore({buf}, {index}, {val})")
@@ -549,6 +570,16 @@ class Emitter:
         if self.target == "sim":
             self.line(f"if sim_phase() == {j}:")
             self.line("    return")
+        elif self.dsmem and self.p.layout.persistent:
+            # the mbarrier completes one phase a row: wait for this row's, then arm the next
+            # (no block sends the next row's partial before every block has read this one's)
+            bar = f"{j} + (rit & 1) * {self.xbar_set}"
+            self.line(f"xbar_wait_parity(xbar, {bar}, (rit >> 1) & 1)  # exchange {j} of "
+                      "this row")
+            self.line("if cuda.threadIdx.x == 0:")
+            self.line(f"    mbar_expect(xbar, {bar}, {self.xbytes[j]})  # armed again for the "
+                      "row after next")
+            return
         elif self.dsmem:
             self.line(f"xbar_wait(xbar, {j})  # exchange {j}: the row's partials have arrived")
             return
@@ -558,6 +589,9 @@ class Emitter:
         self.line(f"cuda.syncthreads()  # exchange {j}: the row's partials are published")
 
     def op_barrier(self, ins):
+        if not ins.arg:
+            self.line("cuda.syncthreads()  # every thread is done with this row's shared memory")
+            return
         ids = ", ".join(f"#{i}" for i in ins.arg)
         self.line(f"cuda.syncthreads()  # partials of reduce{'s' if len(ins.arg) > 1 else ''} "
                   f"{ids} written")
@@ -571,6 +605,82 @@ class Emitter:
 
     def op_stage_load(self, ins):
         self.line(f"{ins.out[0]} = {ins.srcs[0]}[{ins.arg}]")
+
+    # ---- persistent clusters: rows come into shared memory ahead of their use --------
+    def op_rows_open(self, ins):
+        """One mbarrier a stage; thread 0 starts bringing the cluster's first rows."""
+        ahead, self.rows_arg = ins.arg["ahead"], ins.arg
+        if self.target == "cuda":
+            self.shared_decl(f"rbar = cuda.shared.array({ahead}, uint64)"
+                             "  # one mbarrier a stage of rows")
+        self.line("if cuda.threadIdx.x == 0:")
+        self.indent += 1
+        if self.target == "cuda":
+            for s in range(ahead):
+                self.line(f"mbar_init(rbar, {s}, 1)")
+            self.line("init_fence()")
+        for s in range(ahead):
+            self.line(f"if {s} < mine:")
+            self.indent += 1
+            self.fill_stage(ins.arg, str(s), f"cid + {s} * ncl")
+            self.indent -= 1
+        self.indent -= 1
+        # the block's other threads wait on the stages' mbarriers: not before they exist
+        self.line("cuda.syncthreads()  # the stages' mbarriers are initialized")
+
+    def fill_stage(self, arg, stage, row):
+        """Bring the segment of ``row`` of every row input into ``stage``: bulk copies that
+        complete on the stage's mbarrier (on a GPU), element copies (in the simulator)."""
+        seg, extent = arg["seg"], arg["extent"]
+        if self.target == "sim":
+            self.line(f"for e in range({seg}):")
+            for arr, off, buf, _ in arg["fills"]:
+                self.line(f"    {arr}[{off} + {stage} * {seg} + e] = "
+                          f"{buf}[({row}) * {extent} + seg_base + e]")
+            return
+        nbytes = sum(seg * size for *_, size in arg["fills"])
+        self.line(f"mbar_expect(rbar, {stage}, {nbytes})")
+        for arr, off, buf, size in arg["fills"]:
+            piece = BULK_PIECE // size
+            for p in range(0, seg, piece):
+                n = min(piece, seg - p) * size
+                self.line(f"bulk_load({arr}, {off} + {stage} * {seg} + {p}, {buf}, "
+                          f"({row}) * {extent} + seg_base + {p}, {n}, rbar, {stage})")
+
+    def op_rowloop(self, ins):
+        ahead = ins.arg
+        if self.dsmem:
+            self.line("cluster_wait()  # every block of the cluster has armed its mbarriers")
+        self.line("for rit in range(mine):  # the cluster's rows: cid, cid + ncl, ...")
+        self.indent += 1
+        self.line("row = cid + rit * ncl")
+        self.line(f"rstage = rit % {ahead}")
+        if self.target == "cuda":
+            self.line(f"mbar_wait(rbar, rstage, (rit // {ahead}) & 1)  # this row's stage "
+                      "has come")
+        else:
+            self.line("cuda.syncthreads()  # this row's stage has come")
+
+    def op_svload(self, ins):
+        arr, n = ins.srcs[0], len(ins.out)
+        if self.target == "cuda":
+            src = f"vload({arr}, {ins.arg}, {n})"
+        else:
+            src = "(" + ", ".join(f"{arr}[{ins.arg} + {i}]" for i in range(n)) + ")"
+        self.line(f"{', '.join(ins.out)} = {src}")
+
+    def op_rows_fill(self, ins):
+        """Every thread has read this row's stage: bring the row ``ahead`` rows on into it."""
+        ahead = ins.arg
+        self.line(f"if cuda.threadIdx.x == 0 and rit + {ahead} < mine:")
+        self.indent += 1
+        if self.target == "cuda":
+            self.line("proxy_fence()  # the stage's reads before the copy's writes")
+        self.fill_stage(self.rows_arg, "rstage", f"row + {ahead} * ncl")
+        self.indent -= 1
+
+    def op_endrowloop(self, ins):
+        self.indent -= 1
 
     def op_if(self, ins):
         self.line(f"if {ins.arg}:")

@@ -6,6 +6,7 @@ from dataclasses import dataclass, fields, replace
 
 import numpy as np
 
+from .. import dtypes
 from ..errors import ArgumentError
 from ..ops import Op
 from .kernel import walk
@@ -18,6 +19,7 @@ MAX_SPLIT = 32
 # a split row is one unless forced otherwise (1024 x 65536 on the H200: 5-18% faster than
 # arrival counts in memory, bench/RESULTS.md)
 MAX_CLUSTER = 16
+MAX_ROWS_AHEAD = 4
 THREADS_PER_SM = 2048
 
 
@@ -70,6 +72,15 @@ class KernelOptions:
                      default kernels that write whole rows (not a value per row) take it,
                      unless their rows are split in a count that is not a power of two or
                      into segments that are not whole chunks of the block's threads
+    persistent:      N >= 1 keeps a split row's cluster on the GPU for many rows (as many
+                     clusters as fit at once, each looping over rows c, c + G, ...): the
+                     values that do not change from row to row (weights indexed by column)
+                     are loaded into registers once, and each input that does is brought
+                     into shared memory by the bulk-copy engine N rows ahead of its use.
+                     Needs a cluster (split rows on sm_90), one row a block, segments held
+                     in registers that cover the row in whole chunks, and inputs read as
+                     contiguous rows. 0 never. By default rows split across a cluster take
+                     2 where they read such weights
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -86,6 +97,7 @@ class KernelOptions:
     online: int = None
     reciprocal: int = None
     evict_last: int = None
+    persistent: int = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -121,6 +133,9 @@ class KernelOptions:
         for name in ("blocks_per_sm", "min_blocks_per_sm"):
             if getattr(self, name) is not None and not 1 <= getattr(self, name) <= 32:
                 raise ArgumentError(f"option {name} must be 1..32, got {getattr(self, name)}")
+        if self.persistent is not None and not 0 <= self.persistent <= MAX_ROWS_AHEAD:
+            raise ArgumentError(f"option persistent must be 0..{MAX_ROWS_AHEAD}, "
+                                f"got {self.persistent}")
         sp = self.split
         if sp is not None and (sp < 1 or sp > MAX_SPLIT):
             raise ArgumentError(f"option split must be in 1..{MAX_SPLIT}, "
@@ -149,6 +164,7 @@ class Layout:
     online: bool = None        # one-pass forms of dependent reduces: forced, or None (heuristic)
     reciprocal: bool = True    # x / a broadcast value as x * (its reciprocal)
     evict_last: bool = False   # vector loads under the L2 evict_last policy (sm_80+)
+    persistent: int = 0        # rows brought ahead into shared memory by a looping cluster
 
     def segment(self, group):
         """The extent one block covers of ``group`` (a split row's last segments may end
@@ -299,9 +315,10 @@ def _narrowest_load(kernel):
     return min(sizes, default=4)
 
 
-def choose(kernel, forced=None, simulator=False, clusters=False):
+def choose(kernel, forced=None, simulator=False, clusters=False, aligned=None):
     """Resolve every option for ``kernel``: forced values win, heuristics fill the rest.
-    ``clusters``: the GPU launches thread-block clusters (then a split row is one)."""
+    ``clusters``: the GPU launches thread-block clusters (then a split row is one);
+    ``aligned``: the input positions whose base is 16-byte aligned (None: all)."""
     forced = forced or KernelOptions()
     split = forced.split or 1
     if split > 1:
@@ -323,13 +340,102 @@ def choose(kernel, forced=None, simulator=False, clusters=False):
                             f"rows here are split across {split}")
     cluster = split > 1 and (bool(forced.cluster) if forced.cluster is not None else
                              clusters and split <= MAX_CLUSTER)
-    return replace(layout, zigzag=bool(forced.zigzag), blocks_per_sm=forced.blocks_per_sm or 0,
-                   min_blocks_per_sm=forced.min_blocks_per_sm or 0,
-                   split=split, cluster=cluster,
-                   online=None if forced.online is None else bool(forced.online),
-                   reciprocal=forced.reciprocal != 0,
-                   evict_last=_evict_last_default(kernel, layout)
-                   if forced.evict_last is None else bool(forced.evict_last))
+    layout = replace(layout, zigzag=bool(forced.zigzag),
+                     blocks_per_sm=forced.blocks_per_sm or 0,
+                     min_blocks_per_sm=forced.min_blocks_per_sm or 0,
+                     split=split, cluster=cluster,
+                     online=None if forced.online is None else bool(forced.online),
+                     reciprocal=forced.reciprocal != 0,
+                     evict_last=_evict_last_default(kernel, layout)
+                     if forced.evict_last is None else bool(forced.evict_last))
+    return _persistent(kernel, forced, layout, aligned)
+
+
+def _persistent(kernel, forced, layout, aligned):
+    """``layout`` with its persistent choice: forced (refused with the reason where the
+    kernel cannot take it) or the default, PERSISTENT_ROWS_AHEAD rows ahead where the
+    kernel reads weights (by column only) in rows split across a cluster and one reduce
+    depends on another (two exchanges a row). With a single exchange a row the blocks wait
+    little and a cluster a row is faster (rmsnorm 1024 x 65536 on the H200: 4222 GB/s, 3772
+    looping over rows)."""
+    why = persistent_refusal(kernel, layout, forced.persistent or PERSISTENT_ROWS_AHEAD,
+                             aligned)
+    if forced.persistent:
+        if why:
+            raise ArgumentError(f"option persistent={forced.persistent}: kernel {kernel.name} "
+                                f"cannot loop over rows: {why}")
+        ahead = forced.persistent
+    elif forced.persistent is None and not why and column_loads(kernel) and \
+            any(r.depth > 0 for r in kernel.reduces):
+        ahead = PERSISTENT_ROWS_AHEAD
+    else:
+        return layout
+    # the weights' registers: the compiler is told to leave room for 512 threads a
+    # multiprocessor, two blocks of 256 (measured so, bench/persistent_rows.py)
+    floor = layout.min_blocks_per_sm or max(1, 512 // layout.block_threads)
+    return replace(layout, persistent=ahead, min_blocks_per_sm=floor,
+                   evict_last=bool(forced.evict_last))     # (the rows come by bulk copy)
+
+
+# rows brought ahead by a persistent cluster by default; measured on the H200 at 1024 x 65536
+# (bench/RESULTS.md): layernorm 2 rows ahead 3808-3837 GB/s, 3 rows ahead 3750-3785
+PERSISTENT_ROWS_AHEAD = 2
+# bytes of shared memory a block may stage rows in: two blocks of a multiprocessor
+PERSISTENT_STAGE_BYTES = 96 * 1024
+
+
+def row_loads(kernel, g):
+    """The loads of ``g``'s loops whose address depends on the row."""
+    return [w for w in _loads(kernel, g) if kernel.row in w.arg[1].vars()]
+
+
+def column_loads(kernel):
+    """The loads of the kernel's loops whose address does not depend on the row (weights
+    indexed by column)."""
+    return [w for g in kernel.groups for w in _loads(kernel, g)
+            if kernel.row not in w.arg[1].vars()]
+
+
+def _loads(kernel, g):
+    seen, out = set(), []
+    for v in _group_values(kernel, g):
+        for w in walk(v):
+            if w.op is Op.LOAD and g.var in w.arg[1].vars() and w.id not in seen:
+                seen.add(w.id)
+                out.append(w)
+    return out
+
+
+def persistent_refusal(kernel, layout, ahead, aligned=None):
+    """Why ``kernel`` in ``layout`` cannot loop over rows as a persistent cluster that
+    brings its inputs ``ahead`` rows ahead, or None if it can."""
+    if layout.split < 2 or not layout.cluster:
+        return "its rows are not split across a cluster of blocks (split >= 2, cluster=1)"
+    if layout.rows_per_block != 1 or layout.layout != "row":
+        return "its blocks hold more than one row"
+    g = kernel.groups[0]
+    plan = layout.groups[g.id]
+    if not plan.resident or plan.staged or not _whole_segments(layout, g):
+        return "its segments are not held in registers in whole chunks"
+    loads = row_loads(kernel, g)
+    if not loads:
+        return "no input of its rows changes from row to row"
+    row = sym.lift(kernel.row) * g.extent + sym.lift(g.var)
+    seg = layout.segment(g)
+    for w in loads:
+        size = np.dtype(w.dtype).itemsize
+        if np.dtype(w.dtype).kind not in "fiu" or size < 2 or dtypes.is_bfloat16(w.dtype):
+            return f"input {kernel.inputs[w.arg[0]][1]} is of dtype {np.dtype(w.dtype)}"
+        unaligned = aligned is not None and ("in", w.arg[0]) not in aligned
+        if w.arg[1] != row or plan.vector * size not in (8, 16) or (seg * size) % 16 or \
+                unaligned:
+            return f"input {kernel.inputs[w.arg[0]][1]} is not read as contiguous rows " \
+                   "of 16-byte pieces"
+    staged = sum(seg * np.dtype(w.dtype).itemsize for w in loads)
+    if staged * ahead > PERSISTENT_STAGE_BYTES:
+        return f"{ahead} rows of its inputs' segments ({staged} bytes a row) do not fit in " \
+               "shared memory"
+    return None
 
 
 def _evict_last_default(kernel, layout):

@@ -488,3 +488,93 @@ def xbar_wait(typingctx, bars, idx):
                       "@!p bra XBAR_WAIT;\n\t}", "r", (addr,))
         return context.get_dummy_value()
     return sig, codegen
+
+
+# ---- persistent clusters: rows brought into shared memory by the bulk-copy engine --------
+# Thread 0 of a block arms a stage's mbarrier for the bytes to come (mbar_expect) and starts
+# the copies (bulk_load: ``cp.async.bulk``, each counting its bytes off the mbarrier when it
+# lands); every thread waits on the stage's phase parity (mbar_wait). Before a stage that
+# threads have read is copied into again, thread 0 orders those reads before the copy's
+# writes (proxy_fence). A cluster exchange's mbarrier completes one phase a row
+# (xbar_wait_parity), armed again by mbar_expect.
+
+def _int32(context, builder, ty, value):
+    return context.cast(builder, value, ty, types.int32)
+
+
+@intrinsic
+def mbar_init(typingctx, bars, idx, count):
+    """Initialize mbarrier ``bars[idx]`` for ``count`` arrivals a phase."""
+    sig = types.void(bars, idx, count)
+
+    def codegen(context, builder, sig, args):
+        addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
+        _asm(builder, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r",
+             (addr, _int32(context, builder, sig.args[2], args[2])))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@intrinsic
+def mbar_expect(typingctx, bars, idx, nbytes):
+    """Arrive on mbarrier ``bars[idx]``, its phase now waiting for ``nbytes`` more of
+    asynchronous writes."""
+    sig = types.void(bars, idx, nbytes)
+
+    def codegen(context, builder, sig, args):
+        addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
+        _asm(builder, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
+             (addr, _int32(context, builder, sig.args[2], args[2])))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+def _parity_wait(name, scope, doc):
+    def wait(typingctx, bars, idx, parity):
+        sig = types.void(bars, idx, parity)
+
+        def codegen(context, builder, sig, args):
+            addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
+            # the spin loop inside the PTX, as in xbar_wait
+            _asm(builder, "{\n\t.reg .pred p;\n\tPARITY_WAIT:\n\t"
+                          f"mbarrier.try_wait.parity.acquire.{scope}.shared::cta.b64 "
+                          "p, [$0], $1;\n\t@!p bra PARITY_WAIT;\n\t}", "r,r",
+                 (addr, _int32(context, builder, sig.args[2], args[2])))
+            return context.get_dummy_value()
+        return sig, codegen
+    wait.__name__, wait.__doc__ = name, doc
+    return intrinsic(wait)
+
+
+mbar_wait = _parity_wait(
+    "mbar_wait", "cta", "Wait until the phase of mbarrier ``bars[idx]`` whose parity is "
+    "``parity`` has completed (a stage's bulk copies have landed).")
+xbar_wait_parity = _parity_wait(
+    "xbar_wait_parity", "cluster", "Wait until the phase of exchange mbarrier ``bars[idx]`` "
+    "whose parity is ``parity`` has completed; acquires the partials the cluster sent.")
+
+
+@intrinsic
+def bulk_load(typingctx, dst, didx, src, sidx, nbytes, bars, bar):
+    """Copy ``nbytes`` (a multiple of 16, both ends 16-byte aligned) from global ``src[sidx:]``
+    to shared ``dst[didx:]`` by the bulk-copy engine, counted off mbarrier ``bars[bar]``."""
+    sig = types.void(dst, didx, src, sidx, nbytes, bars, bar)
+
+    def codegen(context, builder, sig, args):
+        to = _shared_address(context, builder, sig.args[0], args[0], args[1])
+        frm = builder.ptrtoint(_element_pointer(context, builder, sig.args[2], args[2],
+                                                args[3]), ir.IntType(64))
+        mbar = _shared_address(context, builder, sig.args[5], args[5], args[6])
+        _asm(builder, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
+                      "[$0], [$1], $2, [$3];", "r,l,r,r",
+             (to, frm, _int32(context, builder, sig.args[4], args[4]), mbar))
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+init_fence = _statement(
+    "init_fence", "fence.mbarrier_init.release.cluster;",
+    "Make this thread's mbarrier initializations visible to the cluster and to the copies.")
+proxy_fence = _statement(
+    "proxy_fence", "fence.proxy.async.shared::cta;",
+    "Order this block's accesses to shared memory before the bulk copies issued next.")

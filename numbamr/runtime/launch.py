@@ -136,6 +136,10 @@ class Launcher:
         handle = self._compile(lk, [dt for _, _, dt, _ in lk.program.params])
         if lk.layout.cluster:
             _make_cluster(handle, lk)
+        if lk.layout.persistent:
+            if self.shared:
+                allow_dynamic_shared(handle, self.shared)
+            self.grid = _persistent_grid(handle, lk, self.shared)
         elif lk.layout.split > 1:
             _check_coresident(handle, lk)
         self.launch = _DriverLaunch(handle, len(self.params), self.grid, self.block,
@@ -219,6 +223,26 @@ def _make_cluster(handle, lk):
             raise ArgumentError(f"kernel {lk.name}: the driver refused clusters of {split} "
                                 f"blocks ({cudadriver.error_text(err)} setting attribute "
                                 f"{attr}): use cluster=0 or a smaller split=")
+
+
+CU_OCCUPANCY_QUERY_GRID = 64     # clusters of the launch the occupancy query describes
+
+
+def _persistent_grid(handle, lk, shared):
+    """A persistent kernel's grid: as many of its clusters as the GPU holds at once (each
+    loops over its share of the rows), no more than it has rows."""
+    lib = cudadriver.driver()
+    split = lk.layout.split
+    config = cudadriver.LaunchConfig(grid=(split * CU_OCCUPANCY_QUERY_GRID, 1, 1),
+                                     block=(lk.block, 1, 1), shared=shared, nattrs=0)
+    fit = ctypes.c_int()
+    err = lib.cuOccupancyMaxActiveClusters(ctypes.byref(fit), ctypes.c_void_p(handle),
+                                           ctypes.byref(config))
+    if err != 0 or fit.value < 1:
+        why = cudadriver.error_text(err) if err else "none fits"
+        raise ArgumentError(f"kernel {lk.name}: no cluster of its {split} blocks fits on this "
+                            f"GPU ({why}): use persistent=0")
+    return min(fit.value, lk.grid // split) * split
 
 
 def make_launchers(lowered, simulator):

@@ -1,0 +1,167 @@
+"""Persistent clusters (``persistent=N``): a split row's cluster loops over rows, loads the
+weights (inputs indexed by column only) into registers once, and brings each row into
+shared memory N rows ahead of its use.
+
+In the simulator (CI) every cluster takes one row (the grid holds a cluster a row) and the
+stages are filled by element copies: the loop, the stage indexing, the passes that read the
+row again from its stage and the exchanges are checked there against float64 NumPy. The PTX
+tier compiles the GPU form (bulk copies, mbarrier waits, no spills) and checks which
+kernels take it by default; the gpu tests run it where each cluster loops over many rows.
+"""
+import numpy as np
+import pytest
+
+import numbamr as nm
+from helpers import run_and_check, to_host
+from numbamr.errors import ArgumentError
+from programs import BY_NAME
+
+PERSISTENT_PROGRAMS = ["layernorm", "layernorm_stats", "rmsnorm", "softmax", "zscore",
+                       "sum_and_max", "dict_outputs", "chain4"]
+
+
+def _lowered(fn, inputs):
+    return fn.lower(*inputs).kernels
+
+
+@pytest.mark.parametrize("name", PERSISTENT_PROGRAMS)
+@pytest.mark.parametrize("split,rows,cols,ahead", [
+    (2, 5, 256, 2), (4, 3, 512, 1), (2, 4, 512, 3), (8, 2, 1024, 4)],
+    ids=["s2-two-ahead", "s4-one-ahead", "s2-three-ahead", "s8-four-ahead"])
+def test_persistent_rows_match_numpy(name, split, rows, cols, ahead):
+    p = BY_NAME[name]
+    inputs = p.make(np.random.default_rng(split * 10 + cols), rows, cols)
+    fn = nm.jit(split=split, cluster=1, persistent=ahead)(p.fn)
+    (k,) = _lowered(fn, inputs)
+    assert k.layout.persistent == ahead and k.layout.split == split
+    assert "for rit in range(mine)" in k.source and "bulk_load(" in k.source
+    run_and_check(p, inputs, jitted=fn)
+
+
+@pytest.mark.parametrize("options,why", [
+    (dict(persistent=2), "not split across a cluster"),
+    (dict(split=2, cluster=0, persistent=2), "not split across a cluster"),
+    (dict(split=4, cluster=1, persistent=2, threads_per_row=16, upcast=0), "registers"),
+])
+def test_persistent_refused_with_the_reason(options, why):
+    p = BY_NAME["layernorm"]
+    inputs = p.make(np.random.default_rng(0), 3, 512)
+    with pytest.raises(ArgumentError, match=f"option persistent=2.*{why}"):
+        nm.jit(**options)(p.fn).lower(*inputs)
+
+
+def test_persistent_refuses_rows_that_are_not_whole_segments():
+    p = BY_NAME["layernorm"]
+    inputs = p.make(np.random.default_rng(0), 3, 1000)
+    with pytest.raises(ArgumentError, match="whole chunks"):
+        nm.jit(split=4, cluster=1, persistent=2)(p.fn).lower(*inputs)
+
+
+def test_persistent_refuses_bool_rows():
+    x = np.random.default_rng(0).standard_normal((3, 512)) > 0
+    with pytest.raises(ArgumentError, match="dtype bool"):
+        nm.jit(split=2, cluster=1, persistent=2)(
+            lambda m: m * m.sum(axis=-1, keepdims=True)).lower(x)
+
+
+@pytest.mark.parametrize("value", [-1, 5, 1.5])
+def test_persistent_option_values(value):
+    with pytest.raises(ArgumentError, match="persistent"):
+        nm.jit(persistent=value)(lambda x: x.sum(axis=-1))
+
+
+def _lowered_for_gpu(monkeypatch, name, rows, cols, dtype=np.float32, **options):
+    from numbamr.runtime import device
+    monkeypatch.setattr(device, "arch", lambda: (9, 0))
+    p = BY_NAME[name]
+    x, *rest = p.make(np.random.default_rng(0), 2, cols)
+    inputs = (np.empty((rows, cols), dtype),) + tuple(rest)
+    jf = nm.jit(**options)(p.fn)
+    bound, leaves = jf._bind(inputs, {})
+    return jf._lower(bound, leaves, simulator=False).kernels
+
+
+@pytest.mark.parametrize("name,rows,cols,ahead", [
+    ("layernorm", 1024, 65536, 2),      # two weights: the suite's cell
+    ("layernorm", 2048, 131072, 2),     # 16 blocks a row
+    ("rmsnorm", 1024, 65536, 0),        # one exchange a row: a cluster a row as before
+    ("rmsnorm", 2048, 131072, 0),
+    ("zscore", 1024, 65536, 0),         # no weights: the row's registers as before
+    ("softmax", 1024, 65536, 0),
+    ("layernorm", 2048, 100000, 0),     # segments that end inside a chunk
+    ("layernorm", 64, 8192, 0),         # rows held by one block
+])
+def test_persistent_by_default_where_split_rows_read_weights_and_exchange_twice(
+        monkeypatch, name, rows, cols, ahead):
+    """The default loops over rows where a split row reads weights and one reduce depends
+    on another; such a grid fills the GPU and is launched on its own, not as a programmatic
+    dependent of the stream's previous kernel."""
+    (k,) = _lowered_for_gpu(monkeypatch, name, rows, cols)
+    assert k.layout.persistent == ahead, k.layout
+    if ahead:
+        assert k.layout.cluster and k.launch_bounds == (256, 2)
+        assert "vload_keep(" not in k.source      # rows come by bulk copy
+        assert not k.dependent and "griddep_wait()" not in k.source
+
+
+@pytest.mark.ptx
+def test_persistent_kernels_compile_with_bulk_copies_and_no_spills(monkeypatch):
+    from test_ptx import compile_report
+    kernels = []
+    for name in ("layernorm", "layernorm_stats"):
+        kernels += _lowered_for_gpu(monkeypatch, name, 1024, 65536)
+    kernels += _lowered_for_gpu(monkeypatch, "rmsnorm", 1024, 65536, persistent=2)
+    kernels += _lowered_for_gpu(monkeypatch, "softmax", 1024, 65536, persistent=3)
+    for k, r in zip(kernels, compile_report(kernels)):
+        assert r["ok"], r["error"]
+        assert r["bulk_copies"] > 0 and r["mbarrier_waits"] >= 2, k.name
+        assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["layernorm", "layernorm_stats", "rmsnorm"])
+@pytest.mark.parametrize("rows,cols,options", [
+    (1000, 65536, {}),                          # rows not a multiple of the clusters
+    (37, 65536, {}),                            # fewer rows than clusters fit
+    (777, 16384, dict(split=2, cluster=1, persistent=1)),
+    (777, 16384, dict(split=2, cluster=1, persistent=3)),
+    (500, 32768, dict(split=8, cluster=1, persistent=4)),
+    (600, 131072, {}),                          # 16 blocks a row
+])
+def test_persistent_rows_on_gpu(name, rows, cols, options):
+    """Against float64 NumPy, and the same bits on three calls back to back (CuPy arrays:
+    each call's clusters loop over many rows)."""
+    cp = pytest.importorskip("cupy")
+    if name == "rmsnorm":           # one exchange a row: looping over rows is forced
+        options = dict(options, persistent=options.get("persistent", 2))
+    p = BY_NAME[name]
+    inputs = p.make(np.random.default_rng(rows + cols), rows, cols)
+    fn = nm.jit(**options)(p.fn)
+    (k,) = _lowered(fn, inputs)
+    assert k.layout.persistent == options.get("persistent", 2)
+    run_and_check(p, inputs, jitted=fn)
+    dev = [cp.asarray(a) for a in inputs]
+    runs = [fn(*dev) for _ in range(3)]
+    runs = [r if isinstance(r, tuple) else (r,) for r in runs]
+    for again in runs[1:]:
+        assert all(np.array_equal(to_host(a), to_host(b)) for a, b in zip(runs[0], again))
+
+
+@pytest.mark.gpu
+def test_persistent_half_rows_on_gpu():
+    """float16 rows (8 a 16-byte piece) with float32 weights."""
+    def layernorm16(x, w, b):
+        x = x.astype(np.float32)
+        mu = x.mean(axis=-1, keepdims=True)
+        d = x - mu
+        return (d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5) * w + b) \
+            .astype(np.float16)
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((700, 65536)).astype(np.float16)
+    w, b = (rng.standard_normal(65536).astype(np.float32) for _ in range(2))
+    fn = nm.jit(layernorm16)
+    (k,) = _lowered(fn, (x, w, b))
+    assert k.layout.persistent == 2
+    got = to_host(fn(x, w, b)).astype(np.float64)
+    ref = layernorm16(x.astype(np.float64), w.astype(np.float64), b.astype(np.float64))
+    assert np.abs(got - ref).max() <= 2e-3 * np.abs(ref).max()
