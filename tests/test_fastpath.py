@@ -196,7 +196,8 @@ def test_which_kernels_launch_as_dependents(monkeypatch, index, grid, dependent)
     monkeypatch.setattr(launch.Launcher, "_compile", lambda self, lk, dt: 1)
     for waits in (True, False):
         lk = types.SimpleNamespace(grid=grid, block=128, dependent=waits, source="",
-                                   layout=types.SimpleNamespace(cluster=False, split=1, persistent=0),
+                                   layout=types.SimpleNamespace(cluster=False, split=1,
+                                                                persistent=0),
                                    program=types.SimpleNamespace(dynamic_shared=0, params=[],
                                                                  instrs=[]))
         launch.Launcher(lk, False, first=index == 0)
