@@ -27,91 +27,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 import numpy as np  # noqa: E402
-from llvmlite import ir  # noqa: E402
-from numba import types  # noqa: E402
-from numba.cuda.extending import intrinsic  # noqa: E402
-
-from numbamr.runtime.intrinsics import _asm, _element_pointer, _shared_address, \
-    _statement  # noqa: E402
 
 ROWS, COLS, VEC = 1024, 65536, 4
 EPS = 1e-5
-
-
-# ---- intrinsics of the study --------------------------------------------------------------
-
-def _int32(context, builder, ty, value):
-    return context.cast(builder, value, ty, types.int32)
-
-
-@intrinsic
-def bar_init(typingctx, bars, idx, count):
-    """mbarrier ``bars[idx]`` initialized for ``count`` arrivals."""
-    sig = types.void(bars, idx, count)
-
-    def codegen(context, builder, sig, args):
-        addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
-        _asm(builder, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r",
-             (addr, _int32(context, builder, sig.args[2], args[2])))
-        return context.get_dummy_value()
-    return sig, codegen
-
-
-@intrinsic
-def bar_expect(typingctx, bars, idx, nbytes):
-    """Arrive on ``bars[idx]``, expecting ``nbytes`` more of asynchronous writes."""
-    sig = types.void(bars, idx, nbytes)
-
-    def codegen(context, builder, sig, args):
-        addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
-        _asm(builder, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
-             (addr, _int32(context, builder, sig.args[2], args[2])))
-        return context.get_dummy_value()
-    return sig, codegen
-
-
-def _waiter(scope):
-    @intrinsic
-    def wait(typingctx, bars, idx, parity):
-        sig = types.void(bars, idx, parity)
-
-        def codegen(context, builder, sig, args):
-            addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
-            _asm(builder, "{\n\t.reg .pred p;\n\tWAIT_%s:\n\t"
-                          "mbarrier.try_wait.parity.acquire.%s.shared::cta.b64 p, [$0], $1;\n\t"
-                          "@!p bra WAIT_%s;\n\t}" % (scope, scope, scope), "r,r",
-                 (addr, _int32(context, builder, sig.args[2], args[2])))
-            return context.get_dummy_value()
-        return sig, codegen
-    return wait
-
-
-bar_wait = _waiter("cta")               # a bulk copy of this block's
-bar_wait_cluster = _waiter("cluster")   # partials sent by the cluster's blocks
-
-
-@intrinsic
-def bulk_load(typingctx, dst, didx, src, sidx, nbytes, bars, bar):
-    """Copy ``nbytes`` from global ``src[sidx:]`` to shared ``dst[didx:]`` by the bulk-copy
-    engine, counted off mbarrier ``bars[bar]``."""
-    sig = types.void(dst, didx, src, sidx, nbytes, bars, bar)
-
-    def codegen(context, builder, sig, args):
-        to = _shared_address(context, builder, sig.args[0], args[0], args[1])
-        frm = builder.ptrtoint(_element_pointer(context, builder, sig.args[2], args[2],
-                                                args[3]), ir.IntType(64))
-        mbar = _shared_address(context, builder, sig.args[5], args[5], args[6])
-        _asm(builder, "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes "
-                      "[$0], [$1], $2, [$3];", "r,l,r,r",
-             (to, frm, _int32(context, builder, sig.args[4], args[4]), mbar))
-        return context.get_dummy_value()
-    return sig, codegen
-
-
-init_fence = _statement("init_fence", "fence.mbarrier_init.release.cluster;",
-                        "Make mbarrier initializations visible to the cluster.")
-proxy_fence = _statement("proxy_fence", "fence.proxy.async.shared::cta;",
-                         "Order this thread's shared-memory accesses before bulk copies.")
 
 
 # ---- the kernel's source ------------------------------------------------------------------
@@ -142,8 +60,8 @@ def kernel_source(shape, stages, clusters, weights_in_registers=True):
     a("from numba.types import int64, uint64, float32, float64")
     a("from numbamr.runtime.intrinsics import vload, vstore, cluster_arrive, cluster_wait, "
       "xsend")
-    a("from persistent_rows import bar_init, bar_expect, bar_wait, bar_wait_cluster, "
-      "bulk_load, init_fence, proxy_fence")
+    a("from numbamr.runtime.intrinsics import mbar_init, mbar_expect, mbar_wait, "
+      "xbar_wait_parity, bulk_load, init_fence, proxy_fence")
     a("")
     a("")
     a("def lnp(x, w, b, out0):")
@@ -161,12 +79,12 @@ def kernel_source(shape, stages, clusters, weights_in_registers=True):
     a(f"    mine = ({ROWS} - cid + {G - 1}) // {G}")
     a("    if tid == 0:")
     for s in range(S):
-        a(f"        bar_init(tbar, {s}, 1)")
-    a("        bar_init(xbar, 0, 1)")
-    a("        bar_init(xbar, 1, 1)")
+        a(f"        mbar_init(tbar, {s}, 1)")
+    a("        mbar_init(xbar, 0, 1)")
+    a("        mbar_init(xbar, 1, 1)")
     a("        init_fence()")
-    a(f"        bar_expect(xbar, 0, {8 * P})")
-    a(f"        bar_expect(xbar, 1, {8 * P})")
+    a(f"        mbar_expect(xbar, 0, {8 * P})")
+    a(f"        mbar_expect(xbar, 1, {8 * P})")
     for s in range(S):
         a(f"        if {s} < mine:")
         _fill(a, shape, "            ", s, f"cid + {s * G}")
@@ -181,7 +99,7 @@ def kernel_source(shape, stages, clusters, weights_in_registers=True):
     a(f"        s = i % {S}")
     a(f"        row = cid + i * {G}")
     a(f"        base = row * {COLS} + seg_base")
-    a(f"        bar_wait(tbar, s, (i // {S}) & 1)")
+    a(f"        mbar_wait(tbar, s, (i // {S}) & 1)")
     xs_ = [f"x{k}_{j}" for k in range(K) for j in range(VEC)]
     for k in range(K):
         a(f"        x{k}_0, x{k}_1, x{k}_2, x{k}_3 = "
@@ -193,22 +111,22 @@ def kernel_source(shape, stages, clusters, weights_in_registers=True):
     a("                proxy_fence()")
     _fill(a, shape, "                ", "s", f"cid + (i + {S}) * {G}")
     a(f"            xsend(xsm, seg, tot, xbar, 0, {P})")
-    a("        bar_wait_cluster(xbar, 0, i & 1)")
+    a("        xbar_wait_parity(xbar, 0, i & 1)")
     a(f"        mean = ({_sum_tree([f'float32(xsm[{r}])' for r in range(P)])}) / "
       f"float32({COLS}.0)")
     a("        if tid == 0:")
-    a(f"            bar_expect(xbar, 0, {8 * P})")
+    a(f"            mbar_expect(xbar, 0, {8 * P})")
     for n in xs_:
         a(f"        {n} = {n} - mean")
     a(f"        acc = {_sum_tree([f'{n} * {n}' for n in xs_])}")
     _block_sum(a, T, "acc", "ssum1", "tot1")
     a("        if tid == 0:")
     a(f"            xsend(xsm, {P} + seg, tot1, xbar, 1, {P})")
-    a("        bar_wait_cluster(xbar, 1, i & 1)")
+    a("        xbar_wait_parity(xbar, 1, i & 1)")
     a(f"        var = ({_sum_tree([f'float32(xsm[{P + r}])' for r in range(P)])}) / "
       f"float32({COLS}.0)")
     a("        if tid == 0:")
-    a(f"            bar_expect(xbar, 1, {8 * P})")
+    a(f"            mbar_expect(xbar, 1, {8 * P})")
     a(f"        r = float32(1.0) / math.sqrt(var + float32({EPS}))")
     for k in range(K):
         q = f"seg_base + tid * {VEC} + {k * T * VEC}"
@@ -223,7 +141,7 @@ def kernel_source(shape, stages, clusters, weights_in_registers=True):
 def _fill(a, shape, pad, stage, row):
     """Lines that start the bulk copy of ``row``'s segment into ``stage`` (thread 0)."""
     SEG = shape.seg
-    a(f"{pad}bar_expect(tbar, {stage}, {SEG * 4})")
+    a(f"{pad}mbar_expect(tbar, {stage}, {SEG * 4})")
     piece = 2048                                    # floats a copy: 8 KB
     for p in range(SEG // piece):
         a(f"{pad}bulk_load(xs, {stage} * {SEG} + {p * piece}, x, "
