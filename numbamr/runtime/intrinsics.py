@@ -502,31 +502,28 @@ def _int32(context, builder, ty, value):
     return context.cast(builder, value, ty, types.int32)
 
 
-@intrinsic
-def mbar_init(typingctx, bars, idx, count):
-    """Initialize mbarrier ``bars[idx]`` for ``count`` arrivals a phase."""
-    sig = types.void(bars, idx, count)
+def _mbar_statement(name, text, doc):
+    """An intrinsic ``name(bars, idx, value)`` that is inline PTX ``text`` on mbarrier
+    ``bars[idx]`` (``$0``, its shared address) and ``value`` (``$1``, as an int32)."""
+    def fn(typingctx, bars, idx, value):
+        sig = types.void(bars, idx, value)
 
-    def codegen(context, builder, sig, args):
-        addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
-        _asm(builder, "mbarrier.init.shared::cta.b64 [$0], $1;", "r,r",
-             (addr, _int32(context, builder, sig.args[2], args[2])))
-        return context.get_dummy_value()
-    return sig, codegen
+        def codegen(context, builder, sig, args):
+            addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
+            _asm(builder, text, "r,r", (addr, _int32(context, builder, sig.args[2], args[2])))
+            return context.get_dummy_value()
+        return sig, codegen
+    fn.__name__, fn.__doc__ = name, doc
+    return intrinsic(fn)
 
 
-@intrinsic
-def mbar_expect(typingctx, bars, idx, nbytes):
-    """Arrive on mbarrier ``bars[idx]``, its phase now waiting for ``nbytes`` more of
-    asynchronous writes."""
-    sig = types.void(bars, idx, nbytes)
-
-    def codegen(context, builder, sig, args):
-        addr = _shared_address(context, builder, sig.args[0], args[0], args[1])
-        _asm(builder, "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;", "r,r",
-             (addr, _int32(context, builder, sig.args[2], args[2])))
-        return context.get_dummy_value()
-    return sig, codegen
+mbar_init = _mbar_statement(
+    "mbar_init", "mbarrier.init.shared::cta.b64 [$0], $1;",
+    "Initialize mbarrier ``bars[idx]`` for ``value`` arrivals a phase.")
+mbar_expect = _mbar_statement(
+    "mbar_expect", "mbarrier.arrive.expect_tx.shared::cta.b64 _, [$0], $1;",
+    "Arrive on mbarrier ``bars[idx]``, its phase now waiting for ``value`` more bytes of "
+    "asynchronous writes.")
 
 
 def _parity_wait(name, scope, doc):
