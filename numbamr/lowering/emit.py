@@ -258,13 +258,13 @@ class Emitter:
         if self.dsmem:
             head.append("from numbamr.runtime.intrinsics import cluster_arrive, cluster_wait, "
                         f"xbar_arm, xbar_wait, xsend{int_partials}")
+        elif any(kind == "scratch" for _, kind, _, _ in p.params):
+            wait = "sim_phase" if self.target == "sim" else "arrive_and_wait"
+            head.append(f"from numbamr.runtime.{lib} import {wait}, xload, xstore{int_partials}")
         if p.layout.persistent and self.target == "cuda":
             head.append("from numbamr.runtime.intrinsics import mbar_init, mbar_expect, "
                         "mbar_wait, bulk_load, init_fence, proxy_fence" +
                         (", xbar_wait_parity" if self.dsmem else ""))
-        elif any(kind == "scratch" for _, kind, _, _ in p.params):
-            wait = "sim_phase" if self.target == "sim" else "arrive_and_wait"
-            head.append(f"from numbamr.runtime.{lib} import {wait}, xload, xstore{int_partials}")
         # bfloat16 values come from parameters or from casts inside the kernel
         if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params) or \
                 any(ins.op == "CAST" and dtypes.is_bfloat16(ins.arg) for ins in p.instrs):
