@@ -293,8 +293,9 @@ class Linearizer:
         """Declare the shared memory the row inputs' next rows come into (``ahead`` stages
         of a segment each), load the weights of every chunk into registers, and open the
         loop over the cluster's rows (ROWS_OPEN starts the first stages' copies)."""
-        from .options import row_loads
+        from .options import column_loads, row_loads
         k, L = self.k, self.L
+        self.weight_loads = column_loads(k)
         g = k.groups[0]
         plan, seg = L.groups[g.id], L.segment(g)
         arrays, fills, offset = {}, [], 0
@@ -321,7 +322,7 @@ class Linearizer:
             self.resident_q[(g.id, u)] = (q, None)
             self.local_q[(g.id, u)] = ql
             ch = _Chunk(g, u, q, None, whole=True)
-            for w in self.column_loads:
+            for w in self.weight_loads:
                 for v in range(plan.vector):
                     self.elem_value(w, ch, v)
         self.add("ROWLOOP", ("rit", "row", "rstage"), ("cid", "ncl", "mine"),
@@ -331,14 +332,9 @@ class Linearizer:
         """After a pass of a persistent cluster: its values that depend on the row are read
         again from the row's stage by the next pass, not kept in registers (which hold
         the weights)."""
-        keep = {w.id for w in self.column_loads}
+        keep = {w.id for w in self.weight_loads}
         for key in [k for k in self.elem_memo if k[1] == g.id and k[0] not in keep]:
             del self.elem_memo[key]
-
-    @property
-    def column_loads(self):
-        from .options import column_loads
-        return column_loads(self.k)
 
     def rows_load(self, val, ch, v):
         """Element ``v`` of a row input's chunk, from the stage its row came into."""

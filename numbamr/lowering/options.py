@@ -80,7 +80,8 @@ class KernelOptions:
                      Needs a cluster (split rows on sm_90), one row a block, segments held
                      in registers that cover the row in whole chunks, and inputs read as
                      contiguous rows. 0 never. By default rows split across a cluster take
-                     2 where they read such weights
+                     2 where they read such weights and one reduce depends on another (two
+                     exchanges a row)
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -397,6 +398,7 @@ def column_loads(kernel):
 
 
 def _loads(kernel, g):
+    """Distinct loads of ``g`` whose address moves along the group's axis."""
     seen, out = set(), []
     for v in _group_values(kernel, g):
         for w in walk(v):
@@ -755,14 +757,7 @@ STAGE_BUDGET = 160 * 1024      # bytes of shared memory a block may stage rows i
 
 def _group_loads(kernel, group):
     """Distinct non-bool loads of ``group`` whose address moves along the group's axis."""
-    seen, out = set(), []
-    for v in _group_values(kernel, group):
-        for w in walk(v):
-            if w.op is Op.LOAD and w.id not in seen and group.var in w.arg[1].vars() \
-                    and w.dtype.kind != "b":
-                seen.add(w.id)
-                out.append(w)
-    return out
+    return [w for w in _loads(kernel, group) if w.dtype.kind != "b"]
 
 
 def staged_loads(kernel, group):
