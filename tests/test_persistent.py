@@ -15,6 +15,7 @@ import numbamr as nm
 from helpers import run_and_check, to_host
 from numbamr.errors import ArgumentError
 from programs import BY_NAME
+from test_split import _lowered_for_gpu
 
 PERSISTENT_PROGRAMS = ["layernorm", "layernorm_stats", "rmsnorm", "softmax", "zscore",
                        "sum_and_max", "dict_outputs", "chain4"]
@@ -70,17 +71,6 @@ def test_persistent_option_values(value):
         nm.jit(persistent=value)(lambda x: x.sum(axis=-1))
 
 
-def _lowered_for_gpu(monkeypatch, name, rows, cols, dtype=np.float32, **options):
-    from numbamr.runtime import device
-    monkeypatch.setattr(device, "arch", lambda: (9, 0))
-    p = BY_NAME[name]
-    x, *rest = p.make(np.random.default_rng(0), 2, cols)
-    inputs = (np.empty((rows, cols), dtype),) + tuple(rest)
-    jf = nm.jit(**options)(p.fn)
-    bound, leaves = jf._bind(inputs, {})
-    return jf._lower(bound, leaves, simulator=False).kernels
-
-
 @pytest.mark.parametrize("name,rows,cols,ahead", [
     ("layernorm", 1024, 65536, 2),      # two weights: the suite's cell
     ("layernorm", 2048, 131072, 2),     # 16 blocks a row
@@ -110,8 +100,10 @@ def test_persistent_kernels_compile_with_bulk_copies_and_no_spills(monkeypatch):
     kernels = []
     for name in ("layernorm", "layernorm_stats"):
         kernels += _lowered_for_gpu(monkeypatch, name, 1024, 65536)
-    kernels += _lowered_for_gpu(monkeypatch, "rmsnorm", 1024, 65536, persistent=2)
-    kernels += _lowered_for_gpu(monkeypatch, "softmax", 1024, 65536, persistent=3)
+    kernels += _lowered_for_gpu(monkeypatch, "rmsnorm", 1024, 65536,
+                                options=dict(persistent=2))
+    kernels += _lowered_for_gpu(monkeypatch, "softmax", 1024, 65536,
+                                options=dict(persistent=3))
     for k, r in zip(kernels, compile_report(kernels)):
         assert r["ok"], r["error"]
         assert r["bulk_copies"] > 0 and r["mbarrier_waits"] >= 2, k.name

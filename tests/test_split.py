@@ -57,7 +57,8 @@ def test_split_rows_match_numpy(name, split, rows, cols, options):
     assert k.layout.cluster == cluster
     publish = "xsend(" if cluster else "xstore("      # k.source: the GPU's source
     assert (publish in k.source) == bool(k.kernel.reduces)
-    assert ("xbar_wait" in k.source) == (cluster and bool(k.kernel.reduces))
+    waits = "xbar_wait(" in k.source or "xbar_wait_parity(" in k.source
+    assert waits == (cluster and bool(k.kernel.reduces))
     assert ("arrive_and_wait(" in k.source) == (not cluster and bool(k.kernel.reduces))
     run_and_check(p, inputs, jitted=fn)
 
