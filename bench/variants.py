@@ -69,6 +69,9 @@ def main():
     ap.add_argument("--shapes", default="1024x65536")
     ap.add_argument("--variants", default=";".join(DEFAULT_VARIANTS))
     ap.add_argument("--dtype", default="float32", choices=["float32", "float16"])
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="time every variant this many times, interleaved (one cell shows "
+                         "each round's GB/s)")
     ap.add_argument("--warm", action="store_true",
                     help="compile and check every variant (filling the disk cache), time none")
     args = ap.parse_args()
@@ -92,7 +95,7 @@ def main():
             nbytes = x.nbytes + sum(p.nbytes for p in params) + \
                 suite.out_bytes(op, shape, x.dtype.itemsize)
             dev = [cupy.asarray(x)] + [cupy.asarray(p) for p in params]
-            cells = []
+            cells, timed = [], {}
             for v in variants:
                 try:
                     opts, sched = parse(v)
@@ -106,10 +109,16 @@ def main():
                     if args.warm:
                         cells.append(f"ok {err:.1e}")
                         continue
-                    t = timeit(lambda: jf(*dev))
-                    cells.append(f"{nbytes / t / 1e9:.0f}")
+                    timed[len(cells)] = jf
+                    cells.append("")
+                    grids = [ln.grid for c in jf._cache.values() for ln in c.launchers]
+                    print(f"  {op} {shape_text} {v or 'heuristic'}: grids {grids}", flush=True)
                 except Exception as e:          # shown in the table
                     cells.append(f"error {type(e).__name__}")
+            for _ in range(args.rounds):        # interleaved: drift falls on every variant
+                for i, jf in timed.items():
+                    t = timeit(lambda: jf(*dev))
+                    cells[i] = f"{cells[i]} {nbytes / t / 1e9:.0f}".strip()
             rows.append((op, shape_text, cells))
             print(op, shape_text, cells, flush=True)
     print("\n| op | shape | " + " | ".join(v or "heuristic" for v in variants) + " |")

@@ -232,6 +232,26 @@ def test_zigzag_walks_every_second_streamed_pass_backward():
                    if ins.op == "INDEX")
 
 
+def test_stagger_starts_each_rows_streamed_passes_at_its_own_iteration():
+    """stagger=1: both streamed passes of softmax walk their iterations from ``row % n`` on,
+    wrapping around (rows ending inside an iteration: test_programs)."""
+    p = BY_NAME["softmax"]
+    inputs = p.make(np.random.default_rng(0), 64, 8192)
+    (k,) = lower_for_gpu(nm.jit(upcast=0, threads_per_row=256, unroll=2, stagger=1)(p.fn),
+                         inputs).kernels
+    loops = [ins for ins in k.program.instrs if ins.op == "LOOP" and ins.arg[1] is not None]
+    assert len(loops) == 2
+    for loop in loops:
+        it, n = loop.out[0], loop.arg[0]
+        assert n == 8192 // (256 * 4 * 2) == 4
+        starts = [ins.arg for ins in k.program.instrs if ins.op == "INDEX" and
+                  ins.arg.startswith(f"(({it} + row) % {n}) * ")]
+        assert len(starts) == 2                      # both chunks of an iteration
+    (plain,) = lower_for_gpu(nm.jit(upcast=0, threads_per_row=256, unroll=2)(p.fn),
+                             inputs).kernels
+    assert "+ row) %" not in plain.source
+
+
 def test_blocks_per_sm_asks_for_shared_memory_that_leaves_no_room_for_more():
     from numbamr.lowering.options import SHARED_PER_SM, SHARED_RESERVED
     p = BY_NAME["variance"]

@@ -30,6 +30,7 @@ OPTION_SETS = [
     dict(threads_per_row=2, rows_per_block=4, layout="col", upcast=0, unroll=2),
     dict(threads_per_row=8, stage=4096),          # rows in registers + shared memory
     dict(threads_per_row=16, upcast=0, unroll=2, zigzag=1),   # second passes backward
+    dict(threads_per_row=8, upcast=0, unroll=1, stagger=1),   # rows start at their own step
     dict(threads_per_row=8, blocks_per_sm=2),     # occupancy capped through shared memory
     dict(threads_per_row=32, upcast=0, unroll=2, online=0, reciprocal=0),  # two passes, divide
 ]
@@ -73,6 +74,7 @@ def test_nan_and_inf_as_numpy(name, options):
 # masked, or before it when a pass walks backward (zigzag); columns likewise
 PEELED_OPTIONS = [dict(threads_per_row=8, upcast=0, unroll=2),
                   dict(threads_per_row=8, upcast=0, unroll=2, zigzag=1),
+                  dict(threads_per_row=4, upcast=0, unroll=2, stagger=1),
                   dict(threads_per_row=4, upcast=0, unroll=3, vector=1),
                   dict(threads_per_row=2, rows_per_block=4, layout="col", upcast=0, unroll=2)]
 

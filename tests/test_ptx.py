@@ -392,13 +392,19 @@ def _shifted_quotient(x):
     return x / x.sum(axis=-1, keepdims=True) + 1.0
 
 
+def _shifted_normalized(x):         # a divisor in range: x * r, with no scale
+    return x / np.sqrt((x * x).sum(axis=-1, keepdims=True) + 1e-5) + 1.0
+
+
+@pytest.mark.parametrize("fn", [_shifted_quotient, _shifted_normalized])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])
-def test_a_quotient_through_a_reciprocal_is_rounded_before_it_is_added_to(dt):
-    """``x / rowsum`` is ``(x * r) * q``; the last product is one ``mul.rn`` in the PTX, which
-    the compiler never fuses with the ``+ 1.0`` into an FMA (that would add to the unrounded
-    product, so the quotient would round differently where it is used differently)."""
+def test_a_quotient_through_a_reciprocal_is_rounded_before_it_is_added_to(dt, fn):
+    """``x / rowsum`` is ``(x * r) * q`` (``x * r`` where the divisor is in range); the last
+    product is one ``mul.rn`` in the PTX, which the compiler never fuses with the ``+ 1.0``
+    into an FMA (that would add to the unrounded product, so the quotient would round
+    differently where it is used differently)."""
     x = np.ones((64, 4096), dt)
-    (k,) = lower_for_gpu(_shifted_quotient, (x,)).kernels
+    (k,) = lower_for_gpu(fn, (x,)).kernels
     (r,) = compile_report([k])
     assert r["ok"], r["error"]
     per_thread = 4096 // k.layout.threads_per_row

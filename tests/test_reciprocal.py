@@ -146,3 +146,64 @@ def test_a_quotient_recomputed_in_two_kernels_is_the_same_in_both(dt, values):
     want = distance_to_row_min_over_rows(x.astype(np.float64))
     assert not np.isnan(got).any()
     np.testing.assert_allclose(got, want, rtol=1e-4 if dt == np.float32 else 1e-10)
+
+
+def _rms_scaled(x, s):
+    return x / np.sqrt((s * s).sum(axis=-1, keepdims=True) + 1e-5)
+
+
+def _layernorm(x, w, b):
+    d = x - x.mean(axis=-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(axis=-1, keepdims=True) + 1e-5) * w + b
+
+
+def _zscore(x):
+    d = x - x.mean(axis=-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(axis=-1, keepdims=True))
+
+
+def _by_signed_sum(x, s):                 # the sum may be negative: sqrt(s + eps) may be tiny
+    return x / np.sqrt(s.sum(axis=-1, keepdims=True) + 1e-5)
+
+
+def _subnormal_eps(x, s):                 # eps below the smallest normal: no lower bound
+    return x / np.sqrt((s * s).sum(axis=-1, keepdims=True) + 1e-40)
+
+
+@pytest.mark.parametrize("fn,scaled", [(_rms_scaled, False), (_layernorm, False),
+                                       (_zscore, True), (_by_signed_sum, True),
+                                       (_subnormal_eps, True)])
+def test_the_scale_is_dropped_only_for_divisors_provably_in_range(fn, scaled):
+    """``sqrt(nonnegative + eps)`` lies in [sqrt(eps), sqrt(max)] or is inf or NaN, so its
+    reciprocal never needs the power-of-two scale; a divisor without such bounds keeps it."""
+    x = np.ones((4, 128), np.float32)
+    args = (x, x, x)[:fn.__code__.co_argcount]
+    text = nm.jit(fn).lower(*args).as_text()
+    assert "rc_r" in text
+    assert ("rc_q" in text) == scaled
+
+
+def test_in_range_divisors_divide_within_one_ulp_at_the_extremes():
+    """Rows whose divisor is sqrt(eps) (zero rows), whose square underflows or overflows
+    (the divisor inf: quotients 0), NaN, and plain: like division, within one ulp. One
+    nonzero term a row keeps the sum exact, so NumPy's float32 divisor is the kernel's."""
+    dt = np.float32
+    s0 = np.array([0.0, 1e-30, 3e-3, -2.5, 1e18, 1.5e19, 3e19, np.inf, np.nan, 1.0], dt)
+    s = np.zeros((len(s0), 5), dt)
+    s[:, 0] = s0
+    x = _numerators(dt, (len(s0), 64))
+    jf = nm.jit(_rms_scaled)
+    assert "rc_q" not in jf.lower(x, s).as_text()
+    with np.errstate(all="ignore"):
+        want = x / np.sqrt((s * s).sum(axis=-1, keepdims=True) + dt(1e-5))
+    _assert_like_division(jf(x, s), want)
+
+
+@pytest.mark.parametrize("dt", list(RECIP_SCALE))
+def test_square_roots_stay_below_the_scaled_range(dt):
+    """The bound the dropped scale relies on: every finite square root is below ``big``,
+    and the square root of anything at least ``tiny`` is at least ``tiny``."""
+    tiny, big, _ = RECIP_SCALE[dt]
+    fi = np.finfo(dt)
+    assert np.sqrt(fi.max) < big
+    assert np.sqrt(dt.type(tiny)) >= tiny

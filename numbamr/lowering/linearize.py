@@ -21,6 +21,7 @@ import numpy as np
 
 from ..ops import Op, ReduceKind
 from .kernel import BY_RECIPROCAL, walk
+from .ranges import reciprocal_in_range
 from . import symbolic as sym
 
 ARG_SENTINEL = 1 << 62       # index of an arg-reduce that has seen no element yet
@@ -526,8 +527,11 @@ class Linearizer:
         it = self.names.new(f"it{g.id}")
         self.add("LOOP", (it,), arg=(n_iter, g.id))
         step = f"({n_iter - 1} - {it})" if backward else it
+        if self.L.stagger and not backward and not masked and n_iter > 1:
+            step = f"(({it} + row) % {n_iter})"
         for u in range(self.L.groups[g.id].chunks):
-            q = self._chunk_index(g, u, backward, at, f"{step} * {per_iter}", (it, "lane"))
+            q = self._chunk_index(g, u, backward, at, f"{step} * {per_iter}",
+                                  (it, "lane") + (("row",) if step != it else ()))
             yield _Chunk(g, u, q, self.mask(q, bound, masked), whole=not masked)
         self.add("ENDLOOP", arg=g.id)
 
@@ -942,6 +946,9 @@ class Linearizer:
         if op is Op.DIV and val.arg == BY_RECIPROCAL and self.L.reciprocal and \
                 np.dtype(val.dtype) in RECIP_SCALE:
             r, q = self.reciprocal(val.srcs[1], srcs[1])
+            if q is None:       # (rounded on its own all the same, as the scaled form is)
+                self.add("ALU", (name,), (srcs[0], r), arg=Op.MUL_RN, dtype=val.dtype)
+                return name
             scaled = self.names.new(f"{name}_r")
             self.add("ALU", (scaled,), (srcs[0], r), arg=Op.MUL, dtype=val.dtype)
             self.add("ALU", (name,), (scaled, q), arg=Op.MUL_RN, dtype=val.dtype)
@@ -958,18 +965,25 @@ class Linearizer:
         (once per row where ``d`` is the same for the whole row, else per element): ``q`` is
         1, or a power of two that brings a ``d`` whose reciprocal would overflow or be
         subnormal back into range, and ``r = 1 / (d * q)``. Zero, inf and NaN
-        divisors keep ``q = 1`` and give what division gives (inf, 0, NaN)."""
+        divisors keep ``q = 1`` and give what division gives (inf, 0, NaN). ``q`` is None
+        where ``d`` is provably in range (``ranges``): then ``x / d`` is ``x * r``."""
         dt = np.dtype(divisor.dtype)
+        in_range = reciprocal_in_range(divisor, *RECIP_SCALE[dt][:2])
         if self.group_of(divisor) is not None:      # broadcast along another axis: per element
-            return self._reciprocal(text, dt)
+            return self._reciprocal(text, dt, in_range)
         hit = self.recip_memo.get(divisor.id)
         if hit is None:
-            hit = self.recip_memo[divisor.id] = self.hoisted(self._reciprocal, text, dt)
+            hit = self.recip_memo[divisor.id] = self.hoisted(self._reciprocal, text, dt,
+                                                             in_range)
         return hit
 
-    def _reciprocal(self, d, dt):
+    def _reciprocal(self, d, dt, in_range):
         tiny, big, scale = RECIP_SCALE[dt]
         lit = lambda x: const_literal(x, dt)            # noqa: E731
+        if in_range:
+            r = self.names.new("rc_r")
+            self.add("ALU", (r,), (lit(1.0), d), arg=Op.DIV, dtype=dt)
+            return r, None
         mag, small, large, q0, q, dq, r = (self.names.new(n) for n in (
             "rc_abs", "rc_small", "rc_large", "rc_q0", "rc_q", "rc_dq", "rc_r"))
         boolean = np.dtype(bool)

@@ -40,6 +40,9 @@ class KernelOptions:
                      0 never stages
     zigzag:          1 walks every second streamed pass over a row backward, so that it
                      starts on the data the pass before it read last (likely still in L2)
+    stagger:         1 starts each row's streamed passes at a different iteration (the row
+                     number modulo the iterations, wrapping around), so that the rows in
+                     flight at once read different offsets of their rows
     blocks_per_sm:   at most this many blocks on one multiprocessor (asks for enough
                      shared memory that no more fit), to keep fewer rows in flight
     min_blocks_per_sm: the compiler keeps registers few enough for this many blocks on
@@ -91,6 +94,7 @@ class KernelOptions:
     layout: str = None
     stage: int = None
     zigzag: int = None
+    stagger: int = None
     blocks_per_sm: int = None
     min_blocks_per_sm: int = None
     split: int = None
@@ -128,7 +132,7 @@ class KernelOptions:
             raise ArgumentError(f"option unroll must be >= 1, got {self.unroll}")
         if self.stage is not None and not 0 <= self.stage <= 227 * 1024:
             raise ArgumentError(f"option stage must be 0..232448 bytes, got {self.stage}")
-        for name in ("zigzag", "cluster", "online", "reciprocal", "evict_last"):
+        for name in ("zigzag", "stagger", "cluster", "online", "reciprocal", "evict_last"):
             if getattr(self, name) not in (None, 0, 1):
                 raise ArgumentError(f"option {name} must be 0 or 1, got {getattr(self, name)}")
         for name in ("blocks_per_sm", "min_blocks_per_sm"):
@@ -158,6 +162,7 @@ class Layout:
     layout: str
     groups: tuple      # GroupPlan per loop group id
     zigzag: bool = False       # every second streamed pass over a group walks backward
+    stagger: bool = False      # a row's streamed passes start at an iteration set by the row
     blocks_per_sm: int = 0     # occupancy cap through shared memory (0: none)
     min_blocks_per_sm: int = 0  # occupancy floor through the registers (0: none)
     split: int = 1             # blocks per row, each over one segment of it
@@ -341,7 +346,7 @@ def choose(kernel, forced=None, simulator=False, clusters=False, aligned=None):
                             f"rows here are split across {split}")
     cluster = split > 1 and (bool(forced.cluster) if forced.cluster is not None else
                              clusters and split <= MAX_CLUSTER)
-    layout = replace(layout, zigzag=bool(forced.zigzag),
+    layout = replace(layout, zigzag=bool(forced.zigzag), stagger=bool(forced.stagger),
                      blocks_per_sm=forced.blocks_per_sm or 0,
                      min_blocks_per_sm=forced.min_blocks_per_sm or 0,
                      split=split, cluster=cluster,
