@@ -6,6 +6,7 @@ import pytest
 
 import numbamr as nm
 from numbamr.lowering.linearize import RECIP_SCALE
+from numbamr.ops import Op
 
 
 def divide_by_row_sum(x, d):
@@ -207,3 +208,55 @@ def test_square_roots_stay_below_the_scaled_range(dt):
     fi = np.finfo(dt)
     assert np.sqrt(fi.max) < big
     assert np.sqrt(dt.type(tiny)) >= tiny
+
+
+_SPECIALS = np.array([-np.inf, -3.4e38, -1.0, -1.2e-38, -1e-45, -0.0, 0.0, 1e-45, 1.2e-38,
+                      1e-5, 1.0, 3.0, 3.4e38, np.inf, np.nan], np.float32)
+_RULED = [Op.ABS, Op.EXP, Op.SQRT, Op.NEG, Op.MUL, Op.ADD, Op.SUB, Op.DIV, Op.MIN, Op.MAX]
+
+
+def _random_value(rng, vb, leaves, depth):
+    """A random float32 Val over ``leaves`` (LOADs) and constants, and its values there."""
+    if depth == 0 or rng.random() < 0.25:
+        if rng.random() < 0.5:
+            return leaves[rng.integers(len(leaves))]
+        c = float(_SPECIALS[rng.integers(len(_SPECIALS))])
+        return vb.make(Op.CONST, np.float32, (), c), np.float32(c)
+    op = _RULED[rng.integers(len(_RULED))]
+    a, va = _random_value(rng, vb, leaves, depth - 1)
+    if op in (Op.ABS, Op.EXP, Op.SQRT, Op.NEG):
+        f = {Op.ABS: np.abs, Op.EXP: np.exp, Op.SQRT: np.sqrt, Op.NEG: np.negative}[op]
+        return vb.make(op, np.float32, (a,)), f(va)
+    b, vb_ = (a, va) if rng.random() < 0.2 else _random_value(rng, vb, leaves, depth - 1)
+    f = {Op.MUL: np.multiply, Op.ADD: np.add, Op.SUB: np.subtract, Op.DIV: np.divide,
+         Op.MIN: np.minimum, Op.MAX: np.maximum}[op]        # (NaN-propagating, as numbamr's)
+    return vb.make(op, np.float32, (a, b)), f(va, vb_)
+
+
+def test_range_facts_hold_for_every_value_including_the_extremes():
+    """Random expressions over float32 values at every extreme (zeros of both signs,
+    subnormals, the largest finite, infinities, NaN): where ``ranges`` says a value is
+    nonnegative, at least the smallest normal, or a divisor in range, every value computed
+    by NumPy in float32 is so (or NaN)."""
+    from numbamr.lowering.kernel import ValBuilder
+    from numbamr.lowering import ranges
+    tiny, big, _ = RECIP_SCALE[np.dtype(np.float32)]
+    x, y = np.meshgrid(_SPECIALS, _SPECIALS)
+    vb = ValBuilder()
+    leaves = [(vb.make(Op.LOAD, np.float32, (), (i, i)), v) for i, v in enumerate((x, y))]
+    rng = np.random.default_rng(7)
+    proven = 0
+    with np.errstate(all="ignore"):
+        for _ in range(3000):
+            val, got = _random_value(rng, vb, leaves, 4)
+            got = np.broadcast_to(np.asarray(got, np.float32), x.shape)
+            ok = np.isnan(got)
+            if ranges.nonneg(val):
+                assert (ok | (got >= 0)).all(), val
+            if ranges.at_least(val, tiny):
+                assert (ok | (got >= tiny)).all(), val
+            if ranges.reciprocal_in_range(val, tiny, big):
+                mag = np.abs(got)
+                assert (ok | (mag == 0) | np.isinf(mag) | ((mag >= tiny) & (mag <= big))).all()
+                proven += 1
+    assert proven > 50         # the sweep reaches the cases it is about

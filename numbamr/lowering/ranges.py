@@ -52,7 +52,9 @@ NONNEG = {
     Op.SQRT: lambda v: True, Op.SIGMOID: lambda v: True,
     Op.MUL: lambda v: v.srcs[0] is v.srcs[1] or all(map(nonneg, v.srcs)),
     Op.ADD: lambda v: all(map(nonneg, v.srcs)),
-    Op.DIV: lambda v: all(map(nonneg, v.srcs)),
+    # (a nonnegative divisor may be -0.0, as sqrt(-0.0) is: only positive constants divide)
+    Op.DIV: lambda v: nonneg(v.srcs[0]) and v.srcs[1].op is Op.CONST and
+    _const_at_least(v.srcs[1], np.nextafter(0, 1)),
     Op.MIN: lambda v: all(map(nonneg, v.srcs)),
     Op.MAX: lambda v: any(map(nonneg, v.srcs)),
     Op.CAST: lambda v: np.dtype(v.dtype).kind == "f" and nonneg(v.srcs[0]),
