@@ -526,12 +526,13 @@ class Linearizer:
         masked by position (the row may end inside any of them, before ``bound``)."""
         it = self.names.new(f"it{g.id}")
         self.add("LOOP", (it,), arg=(n_iter, g.id))
-        step = f"({n_iter - 1} - {it})" if backward else it
-        if self.L.stagger and not backward and not masked and n_iter > 1:
-            step = f"(({it} + row) % {n_iter})"
+        step, srcs = it, (it, "lane")
+        if backward:
+            step = f"({n_iter - 1} - {it})"
+        elif self.L.stagger and not masked and n_iter > 1:
+            step, srcs = f"(({it} + row) % {n_iter})", srcs + ("row",)
         for u in range(self.L.groups[g.id].chunks):
-            q = self._chunk_index(g, u, backward, at, f"{step} * {per_iter}",
-                                  (it, "lane") + (("row",) if step != it else ()))
+            q = self._chunk_index(g, u, backward, at, f"{step} * {per_iter}", srcs)
             yield _Chunk(g, u, q, self.mask(q, bound, masked), whole=not masked)
         self.add("ENDLOOP", arg=g.id)
 
@@ -946,12 +947,12 @@ class Linearizer:
         if op is Op.DIV and val.arg == BY_RECIPROCAL and self.L.reciprocal and \
                 np.dtype(val.dtype) in RECIP_SCALE:
             r, q = self.reciprocal(val.srcs[1], srcs[1])
-            if q is None:       # (rounded on its own all the same, as the scaled form is)
-                self.add("ALU", (name,), (srcs[0], r), arg=Op.MUL_RN, dtype=val.dtype)
-                return name
-            scaled = self.names.new(f"{name}_r")
-            self.add("ALU", (scaled,), (srcs[0], r), arg=Op.MUL, dtype=val.dtype)
-            self.add("ALU", (name,), (scaled, q), arg=Op.MUL_RN, dtype=val.dtype)
+            last = (srcs[0], r)         # the last product is rounded on its own, scaled or not
+            if q is not None:
+                scaled = self.names.new(f"{name}_r")
+                self.add("ALU", (scaled,), last, arg=Op.MUL, dtype=val.dtype)
+                last = (scaled, q)
+            self.add("ALU", (name,), last, arg=Op.MUL_RN, dtype=val.dtype)
             return name
         if op is Op.CAST:
             self.add("CAST", (name,), srcs, arg=val.dtype, dtype=val.dtype)
@@ -967,20 +968,18 @@ class Linearizer:
         subnormal back into range, and ``r = 1 / (d * q)``. Zero, inf and NaN
         divisors keep ``q = 1`` and give what division gives (inf, 0, NaN). ``q`` is None
         where ``d`` is provably in range (``ranges``): then ``x / d`` is ``x * r``."""
-        dt = np.dtype(divisor.dtype)
-        in_range = reciprocal_in_range(divisor, *RECIP_SCALE[dt][:2])
         if self.group_of(divisor) is not None:      # broadcast along another axis: per element
-            return self._reciprocal(text, dt, in_range)
+            return self._reciprocal(divisor, text)
         hit = self.recip_memo.get(divisor.id)
         if hit is None:
-            hit = self.recip_memo[divisor.id] = self.hoisted(self._reciprocal, text, dt,
-                                                             in_range)
+            hit = self.recip_memo[divisor.id] = self.hoisted(self._reciprocal, divisor, text)
         return hit
 
-    def _reciprocal(self, d, dt, in_range):
+    def _reciprocal(self, divisor, d):
+        dt = np.dtype(divisor.dtype)
         tiny, big, scale = RECIP_SCALE[dt]
         lit = lambda x: const_literal(x, dt)            # noqa: E731
-        if in_range:
+        if reciprocal_in_range(divisor, tiny, big):
             r = self.names.new("rc_r")
             self.add("ALU", (r,), (lit(1.0), d), arg=Op.DIV, dtype=dt)
             return r, None

@@ -16,9 +16,17 @@ import numpy as np
 from ..ops import Op, ReduceKind
 
 
-def _const_at_least(v, bound):
+def _number(v):
+    """The value of a numeric constant ``v``, else None."""
     x = v.arg
-    return isinstance(x, (int, float, np.number)) and not isinstance(x, bool) and x >= bound
+    real = v.op is Op.CONST and isinstance(x, (int, float, np.number)) and \
+        not isinstance(x, bool)
+    return x if real else None
+
+
+def _const_at_least(v, bound):
+    x = _number(v)
+    return x is not None and x >= bound
 
 
 def nonneg(v):
@@ -41,6 +49,13 @@ def at_least(v, bound):
     return False
 
 
+def _divided_nonneg(v):
+    # a nonnegative divisor may be -0.0 (as sqrt(-0.0) is): only positive constants divide
+    a, b = v.srcs
+    divisor = _number(b)
+    return nonneg(a) and divisor is not None and divisor > 0
+
+
 def _reduced_nonneg(v):
     red = v.arg
     return red.kind in (ReduceKind.SUM, ReduceKind.MAX, ReduceKind.MIN) and nonneg(red.body)
@@ -52,9 +67,7 @@ NONNEG = {
     Op.SQRT: lambda v: True, Op.SIGMOID: lambda v: True,
     Op.MUL: lambda v: v.srcs[0] is v.srcs[1] or all(map(nonneg, v.srcs)),
     Op.ADD: lambda v: all(map(nonneg, v.srcs)),
-    # (a nonnegative divisor may be -0.0, as sqrt(-0.0) is: only positive constants divide)
-    Op.DIV: lambda v: nonneg(v.srcs[0]) and v.srcs[1].op is Op.CONST and
-    _const_at_least(v.srcs[1], np.nextafter(0, 1)),
+    Op.DIV: _divided_nonneg,
     Op.MIN: lambda v: all(map(nonneg, v.srcs)),
     Op.MAX: lambda v: any(map(nonneg, v.srcs)),
     Op.CAST: lambda v: np.dtype(v.dtype).kind == "f" and nonneg(v.srcs[0]),
@@ -67,9 +80,8 @@ def reciprocal_in_range(d, tiny, big):
     ``1 / d`` neither overflows nor is subnormal (zero, inf and NaN divide alike either
     way)."""
     if d.op is Op.CONST:
-        x = d.arg
-        return isinstance(x, (int, float, np.number)) and not isinstance(x, bool) and \
-            (x == 0 or not math.isfinite(x) or tiny <= abs(x) <= big)
+        x = _number(d)
+        return x is not None and (x == 0 or not math.isfinite(x) or tiny <= abs(x) <= big)
     if d.op is Op.SQRT:         # a finite square root is below sqrt(max) < big
         return at_least(d.srcs[0], tiny)
     return False
