@@ -5,8 +5,9 @@
         --variants "threads_per_row=256,unroll=8;threads_per_row=1024"
 
 A variant may also set the scheduler's thresholds for splitting a long reduction over few
-rows into two kernels (``sched_min_extent=8192``, ``sched_min_blocks=...``), or
-``sched_col_line=1`` for column segments that are runs of rows, never interleaved.
+rows into two kernels (``sched_min_extent=8192``, ``sched_min_blocks=...``),
+``sched_col_line=1`` for column segments that are runs of rows, never interleaved, or
+``max_clusters=N`` to cap a persistent kernel's grid at N clusters.
 
 Each variant is checked against float64 NumPy before it is timed; the copy ceiling is
 measured in the same run. Prints one table: GB/s per (cell, variant).
@@ -31,11 +32,15 @@ DEFAULT_VARIANTS = [
 ]
 
 
-# study knobs that are not kernel options: the scheduler's thresholds for splitting a long
-# reduction over few rows into two kernels (numbamr.schedule), set for one variant only
-SCHEDULE_KNOBS = {"sched_min_extent": "SPLIT_MIN_EXTENT", "sched_min_blocks": "SPLIT_MIN_BLOCKS",
-                  "sched_min_extent_col": "SPLIT_MIN_EXTENT_COL",
-                  "sched_target_blocks": "SPLIT_TARGET_BLOCKS", "sched_col_line": "COL_LINE"}
+# study knobs that are not kernel options, set for one variant only: the scheduler's
+# thresholds for splitting a long reduction over few rows into two kernels (numbamr.schedule)
+# and the cap on a persistent kernel's clusters (numbamr.runtime.launch)
+SCHEDULE_KNOBS = {"sched_min_extent": "schedule.SPLIT_MIN_EXTENT",
+                  "sched_min_blocks": "schedule.SPLIT_MIN_BLOCKS",
+                  "sched_min_extent_col": "schedule.SPLIT_MIN_EXTENT_COL",
+                  "sched_target_blocks": "schedule.SPLIT_TARGET_BLOCKS",
+                  "sched_col_line": "schedule.COL_LINE",
+                  "max_clusters": "runtime.launch.PERSISTENT_MAX_CLUSTERS"}
 
 
 def parse(variant):
@@ -52,15 +57,20 @@ def parse(variant):
 
 @contextlib.contextmanager
 def scheduler_thresholds(values):
-    from numbamr import schedule
-    saved = {k: getattr(schedule, k) for k in values}
-    for k, v in values.items():
-        setattr(schedule, k, v)
+    """``values`` (``"module.NAME"`` under numbamr: value) set while the block runs."""
+    import importlib
+
+    def place(path):
+        module, name = path.rsplit(".", 1)
+        return importlib.import_module("numbamr." + module), name
+    saved = {path: getattr(*place(path)) for path in values}
+    for path, v in values.items():
+        setattr(*place(path), v)
     try:
         yield
     finally:
-        for k, v in saved.items():
-            setattr(schedule, k, v)
+        for path, v in saved.items():
+            setattr(*place(path), v)
 
 
 def main():

@@ -226,6 +226,9 @@ def _make_cluster(handle, lk):
 
 
 CU_OCCUPANCY_QUERY_GRID = 64     # clusters of the launch the occupancy query describes
+# a cap on a persistent kernel's clusters (None: as many as the GPU holds at once); a study
+# knob of bench/variants.py
+PERSISTENT_MAX_CLUSTERS = None
 
 
 def _persistent_grid(handle, lk, shared):
@@ -242,7 +245,7 @@ def _persistent_grid(handle, lk, shared):
         why = cudadriver.error_text(err) if err else "none fits"
         raise ArgumentError(f"kernel {lk.name}: no cluster of its {split} blocks fits on this "
                             f"GPU ({why}): use persistent=0")
-    return min(fit.value, lk.grid // split) * split
+    return min(fit.value, lk.grid // split, PERSISTENT_MAX_CLUSTERS or fit.value) * split
 
 
 def make_launchers(lowered, simulator):
