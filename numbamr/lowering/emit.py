@@ -264,9 +264,7 @@ class Emitter:
         if p.layout.persistent and self.target == "cuda":
             head.append("from numbamr.runtime.intrinsics import mbar_init, mbar_expect, "
                         "mbar_wait, bulk_load, init_fence, proxy_fence" +
-                        (", xbar_wait_parity" if self.dsmem else "") +
-                        (", bulk_store, bulk_commit, bulk_wait_read, bulk_wait"
-                         if p.layout.bulk_store else ""))
+                        (", xbar_wait_parity" if self.dsmem else ""))
         # bfloat16 values come from parameters or from casts inside the kernel
         if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params) or \
                 any(ins.op == "CAST" and dtypes.is_bfloat16(ins.arg) for ins in p.instrs):
@@ -683,48 +681,6 @@ class Emitter:
 
     def op_endrowloop(self, ins):
         self.indent -= 1
-
-    # ---- ... and rows written back from shared memory by the bulk-copy engine --------
-    def op_svstore(self, ins):
-        text, n = ins.arg
-        arr, vals = ins.srcs[0], ins.srcs[1:1 + n]
-        if self.target == "cuda":
-            self.line(f"vstore({arr}, {text}, ({', '.join(vals)}))")
-        else:
-            for i, v in enumerate(vals):
-                self.line(f"{arr}[{text}{' + ' + str(i) if i else ''}] = {v}")
-
-    def op_out_fence(self, ins):
-        if self.target == "cuda":
-            self.line("proxy_fence()  # this thread's stage writes before the bulk stores")
-
-    def op_out_wait(self, ins):
-        if self.target == "cuda":
-            self.line("if cuda.threadIdx.x == 0:")
-            self.line("    bulk_wait_read()  # the last row's stores have read the stage")
-
-    def op_rows_store(self, ins):
-        """Every thread has written this row's output stage: thread 0 stores it."""
-        seg, extent = self.rows_arg["seg"], self.rows_arg["extent"]
-        self.line("if cuda.threadIdx.x == 0:")
-        self.indent += 1
-        for arr, off, buf, size in self.rows_arg["drains"]:
-            if self.target == "sim":
-                self.line(f"for e in range({seg}):")
-                self.line(f"    {buf}[row * {extent} + seg_base + e] = {arr}[{off} + e]")
-                continue
-            piece = BULK_PIECE // size
-            for p in range(0, seg, piece):
-                self.line(f"bulk_store({buf}, row * {extent} + seg_base + {p}, {arr}, "
-                          f"{off} + {p}, {min(piece, seg - p) * size})")
-        if self.target == "cuda":
-            self.line("bulk_commit()")
-        self.indent -= 1
-
-    def op_rows_drain(self, ins):
-        if self.target == "cuda":
-            self.line("if cuda.threadIdx.x == 0:")
-            self.line("    bulk_wait()  # the last rows' stores have completed")
 
     def op_if(self, ins):
         self.line(f"if {ins.arg}:")

@@ -57,9 +57,6 @@ class Program:
     for the row's blocks), XLOAD (read a partial). XSTORE's arg: (index into xpart, slot,
     block of the row, exchange); XLOAD's: (index into xpart, slot, block of the row); both
     read xpart (their last source) unless the blocks are a cluster on a GPU.
-    persistent clusters only: STAGE_DECL, ROWS_OPEN, ROWLOOP/ENDROWLOOP, SVLOAD (a row's
-    input from its stage), ROWS_FILL (a stage refilled); with bulk stores SVSTORE (to the
-    output stage), OUT_FENCE, OUT_WAIT, ROWS_STORE, ROWS_DRAIN.
     """
     name: str
     instrs: list
@@ -167,7 +164,6 @@ class Linearizer:
         self.staged_done = set()          # Val ids whose staged chunks are in shared memory
         self.staging = set()              # ... being stored by the pass now open
         self.stage_bytes = 0
-        self.out_stage = {}               # output position -> (array, element offset): bulk
         self.streamed = {}                # group id -> streamed passes opened so far
         self.block_begin = None           # where the outermost open block starts (hoisting)
         self.depth = 0
@@ -296,10 +292,9 @@ class Linearizer:
     # ---- persistent clusters: a loop over rows, inputs brought ahead by bulk copy ------
     def open_rows(self):
         """Declare the shared memory the row inputs' next rows come into (``ahead`` stages
-        of a segment each) and, for bulk stores, the rows written go out of (one stage of
-        a segment), load the weights of every chunk into registers, and open the loop over
-        the cluster's rows (ROWS_OPEN starts the first stages' copies)."""
-        from .options import bulk_stores, column_loads, row_loads
+        of a segment each), load the weights of every chunk into registers, and open the
+        loop over the cluster's rows (ROWS_OPEN starts the first stages' copies)."""
+        from .options import column_loads, row_loads
         k, L = self.k, self.L
         self.weight_loads = column_loads(k)
         g = k.groups[0]
@@ -315,20 +310,9 @@ class Linearizer:
             self.row_stage[w.id] = (arrays[dt.name], elem)
             fills.append((arrays[dt.name], elem, self.buf[("in", w.arg[0])], dt.itemsize))
             offset += L.persistent * seg * dt.itemsize
-        drains = []
-        for s in bulk_stores(k, L, self.aligned) if L.bulk_store else ():
-            dt = _memory_dtype(s.dtype)
-            if dt.name not in arrays:
-                arrays[dt.name] = self.names.new(f"rows_{dt.name}")
-                self.add("STAGE_DECL", (arrays[dt.name],), arg=dt.name, dtype=dt)
-            self.out_stage[s.output] = (arrays[dt.name], offset // dt.itemsize)
-            drains.append((arrays[dt.name], offset // dt.itemsize, self.buf[("out", s.output)],
-                           dt.itemsize))
-            offset += seg * dt.itemsize
         self.stage_bytes += offset
         self.add("ROWS_OPEN", srcs=tuple(arrays.values()) + ("cid", "ncl", "mine", "seg_base"),
-                 arg=dict(ahead=L.persistent, seg=seg, extent=g.extent, fills=fills,
-                          drains=drains))
+                 arg=dict(ahead=L.persistent, seg=seg, extent=g.extent, fills=fills))
         self.add("COMMENT", arg="weights: the same for every row, loaded once")
         span = L.threads_per_row * plan.vector
         self.local_q = {}
@@ -371,42 +355,23 @@ class Linearizer:
     def close_rows(self):
         """Refill each stage once every thread has read it: after the first barrier that
         follows the loop's last read of a stage (a barrier of its own where none does), and
-        close the loop. Bulk stores start after that barrier too (every thread has written
-        the output stage), and wait to have read the stage before the barrier that comes
-        before the row's first write to it."""
-        touches = [i for i, ins in enumerate(self.instrs) if ins.op in ("SVLOAD", "SVSTORE")]
+        close the loop."""
+        reads = [i for i, ins in enumerate(self.instrs) if ins.op == "SVLOAD"]
         after = next((i for i, ins in enumerate(self.instrs)
-                      if ins.op == "BARRIER" and i > touches[-1]), None)
+                      if ins.op == "BARRIER" and i > reads[-1]), None)
+        fill = Instr("ROWS_FILL", (), ("rit", "row", "rstage", "ncl", "mine"),
+                     arg=self.L.persistent)
         if after is None:
             self.instrs.append(Instr("BARRIER", arg=()))
-            after = len(self.instrs) - 1
-        fill_srcs = ("rit", "row", "rstage", "ncl", "mine")
-        self.instrs.insert(after + 1, Instr("ROWS_FILL", (), fill_srcs, arg=self.L.persistent))
-        if self.out_stage:
-            self.stage_outputs(after)
+            self.instrs.append(fill)
+        else:
+            self.instrs.insert(after + 1, fill)
         # a reduce's shared array is written before a barrier and read after it: with one
         # barrier a row, the next row's writes need one more between them and the reads
         start = next(i for i, ins in enumerate(self.instrs) if ins.op == "ROWLOOP")
         if sum(ins.op == "BARRIER" for ins in self.instrs[start:]) < 2:
             self.instrs.append(Instr("BARRIER", arg=()))
         self.instrs.append(Instr("ENDROWLOOP", arg=self.L.persistent))
-        if self.out_stage:
-            self.instrs.append(Instr("ROWS_DRAIN"))
-
-    def stage_outputs(self, barrier):
-        """Around the barrier at ``barrier`` (after the row's last write to the output
-        stage): each thread's writes ordered before the bulk stores, then the stores. Before
-        the last barrier ahead of the row's first write to the stage (one of its own where
-        none is in the loop), thread 0 waits until the last row's stores have read it."""
-        self.instrs.insert(barrier + 1, Instr("ROWS_STORE", (), ("row",)))
-        self.instrs.insert(barrier, Instr("OUT_FENCE"))
-        start = next(i for i, ins in enumerate(self.instrs) if ins.op == "ROWLOOP")
-        first = next(i for i, ins in enumerate(self.instrs) if ins.op == "SVSTORE")
-        before = [i for i in range(start, first) if self.instrs[i].op == "BARRIER"]
-        if before:
-            self.instrs.insert(before[-1], Instr("OUT_WAIT"))
-        else:
-            self.instrs[start + 1:start + 1] = [Instr("OUT_WAIT"), Instr("BARRIER", arg=())]
 
     def segment_end(self, g, seg_len):
         """A split row's segments are alike but the last, which ends with the row (sooner);
@@ -916,12 +881,6 @@ class Linearizer:
                 self.add("IF", srcs=(ch.mask,), arg=ch.mask)
             for s, vals in writes:
                 buf, dt = self.buf[("out", s.output)], _memory_dtype(s.dtype)
-                if s.output in self.out_stage:
-                    arr, offset = self.out_stage[s.output]
-                    ql = self.local_q[(g.id, ch.u)]
-                    self.add("SVSTORE", (), (arr,) + tuple(vals) + ("rstage", ql),
-                             arg=(f"{offset} + {ql}", len(vals)), dtype=dt)
-                    continue
                 if self.vectorizable(s.addr, g, ("out", s.output), s.dtype):
                     text, names = self.address(s.addr, ch, 0)
                     self.add("VSTORE", (), (buf,) + tuple(vals) + names, arg=(text, len(vals)),

@@ -85,11 +85,6 @@ class KernelOptions:
                      contiguous rows. 0 never. By default rows split across a cluster take
                      2 where they read such weights and one reduce depends on another (two
                      exchanges a row)
-    bulk_store:      1 writes a persistent cluster's rows (outputs written as contiguous
-                     rows of 16-byte pieces) into a stage in shared memory, from which the
-                     bulk-copy engine stores each row's segment while the block goes on; 0
-                     stores them from registers. By default 1 where the stage fits in shared
-                     memory beside the rows brought ahead
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -108,7 +103,6 @@ class KernelOptions:
     reciprocal: int = None
     evict_last: int = None
     persistent: int = None
-    bulk_store: int = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -138,8 +132,7 @@ class KernelOptions:
             raise ArgumentError(f"option unroll must be >= 1, got {self.unroll}")
         if self.stage is not None and not 0 <= self.stage <= 227 * 1024:
             raise ArgumentError(f"option stage must be 0..232448 bytes, got {self.stage}")
-        for name in ("zigzag", "stagger", "cluster", "online", "reciprocal", "evict_last",
-                     "bulk_store"):
+        for name in ("zigzag", "stagger", "cluster", "online", "reciprocal", "evict_last"):
             if getattr(self, name) not in (None, 0, 1):
                 raise ArgumentError(f"option {name} must be 0 or 1, got {getattr(self, name)}")
         for name in ("blocks_per_sm", "min_blocks_per_sm"):
@@ -178,7 +171,6 @@ class Layout:
     reciprocal: bool = True    # x / a broadcast value as x * (its reciprocal)
     evict_last: bool = False   # vector loads under the L2 evict_last policy (sm_80+)
     persistent: int = 0        # rows brought ahead into shared memory by a looping cluster
-    bulk_store: bool = False   # ... and its rows written back through a stage by bulk copies
 
     def segment(self, group):
         """The extent one block covers of ``group`` (a split row's last segments may end
@@ -386,55 +378,9 @@ def _persistent(kernel, forced, layout, aligned):
             any(r.depth > 0 for r in kernel.reduces):
         ahead = PERSISTENT_ROWS_AHEAD
     else:
-        return _no_bulk_store(kernel, forced, layout)
-    layout = replace(layout, persistent=ahead, min_blocks_per_sm=floor,
-                     evict_last=bool(forced.evict_last))     # (the rows come by bulk copy)
-    return _bulk_store(kernel, forced, layout, aligned)
-
-
-def _no_bulk_store(kernel, forced, layout):
-    if forced.bulk_store:
-        raise ArgumentError(f"option bulk_store=1: kernel {kernel.name} does not loop over "
-                            "rows as a persistent cluster (persistent >= 1)")
-    return layout
-
-
-def _bulk_store(kernel, forced, layout, aligned):
-    """A persistent ``layout`` whose rows are written back by bulk copies from a stage in
-    shared memory: forced (refused with the reason) or where the stage fits beside the
-    rows brought ahead."""
-    if forced.bulk_store == 0:
         return layout
-    g = kernel.groups[0]
-    seg = layout.segment(g)
-    stores = bulk_stores(kernel, layout, aligned)
-    staged = sum(seg * np.dtype(w.dtype).itemsize for w in row_loads(kernel, g))
-    need = (staged * layout.persistent + sum(seg * np.dtype(s.dtype).itemsize
-                                             for s in stores)) * layout.min_blocks_per_sm
-    why = "it writes no rows as contiguous 16-byte pieces" if not stores else \
-        f"its stages ({need} bytes a multiprocessor) do not fit in shared memory" \
-        if need > PERSISTENT_STAGE_BYTES else None
-    if why and forced.bulk_store:
-        raise ArgumentError(f"option bulk_store=1: kernel {kernel.name} cannot write its rows "
-                            f"by bulk copies: {why}")
-    return layout if why else replace(layout, bulk_store=True)
-
-
-def bulk_stores(kernel, layout, aligned=None):
-    """The stores of a persistent ``layout`` that write rows as contiguous 16-byte pieces
-    (to outputs whose base is 16-byte aligned: ``aligned`` holds ``("out", position)``,
-    None for all): those a stage in shared memory can hold for the bulk-copy engine."""
-    g = kernel.groups[0]
-    row = sym.lift(kernel.row) * g.extent + sym.lift(g.var)
-    seg, width = layout.segment(g), layout.groups[g.id].vector
-    out = []
-    for s in kernel.stores:
-        size = np.dtype(s.dtype).itemsize
-        if s.group is g and s.addr == row and np.dtype(s.dtype).kind in "fiu" and \
-                width * size in (8, 16) and (seg * size) % 16 == 0 and \
-                (aligned is None or ("out", s.output) in aligned):
-            out.append(s)
-    return out
+    return replace(layout, persistent=ahead, min_blocks_per_sm=floor,
+                   evict_last=bool(forced.evict_last))     # (the rows come by bulk copy)
 
 
 # rows brought ahead by a persistent cluster by default; measured on the H200 at 1024 x 65536

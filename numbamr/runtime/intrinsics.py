@@ -496,11 +496,7 @@ def xbar_wait(typingctx, bars, idx):
 # lands); every thread waits on the stage's phase parity (mbar_wait). Before a stage that
 # threads have read is copied into again, thread 0 orders those reads before the copy's
 # writes (proxy_fence). A cluster exchange's mbarrier completes one phase a row
-# (xbar_wait_parity), armed again by mbar_expect. Rows written back by the engine: every
-# thread writes its part of the row's output stage and orders those writes before the
-# engine's reads (proxy_fence), a barrier, then thread 0 starts the stores (bulk_store,
-# bulk_commit); before the stage is written again, thread 0 waits until they have read it
-# (bulk_wait_read, then a barrier), and once more for them to complete at the end.
+# (xbar_wait_parity), armed again by mbar_expect.
 
 def _int32(context, builder, ty, value):
     return context.cast(builder, value, ty, types.int32)
@@ -573,33 +569,6 @@ def bulk_load(typingctx, dst, didx, src, sidx, nbytes, bars, bar):
     return sig, codegen
 
 
-@intrinsic
-def bulk_store(typingctx, dst, didx, src, sidx, nbytes):
-    """Copy ``nbytes`` (a multiple of 16, both ends 16-byte aligned) from shared
-    ``src[sidx:]`` to global ``dst[didx:]`` by the bulk-copy engine, in this thread's
-    current bulk group (bulk_commit closes it)."""
-    sig = types.void(dst, didx, src, sidx, nbytes)
-
-    def codegen(context, builder, sig, args):
-        to = builder.ptrtoint(_element_pointer(context, builder, sig.args[0], args[0],
-                                               args[1]), ir.IntType(64))
-        frm = _shared_address(context, builder, sig.args[2], args[2], args[3])
-        _asm(builder, "cp.async.bulk.global.shared::cta.bulk_group [$0], [$1], $2;", "l,r,r",
-             (to, frm, _int32(context, builder, sig.args[4], args[4])))
-        return context.get_dummy_value()
-    return sig, codegen
-
-
-bulk_commit = _statement(
-    "bulk_commit", "cp.async.bulk.commit_group;",
-    "Close this thread's bulk group of stores (bulk_store) begun since the last commit.")
-bulk_wait_read = _statement(
-    "bulk_wait_read", "cp.async.bulk.wait_group.read 0;",
-    "Wait until every bulk group this thread committed has read its shared memory (the "
-    "stage may be written again).")
-bulk_wait = _statement(
-    "bulk_wait", "cp.async.bulk.wait_group 0;",
-    "Wait until every bulk group this thread committed has completed.")
 init_fence = _statement(
     "init_fence", "fence.mbarrier_init.release.cluster;",
     "Make this thread's mbarrier initializations visible to the cluster and to the copies.")
