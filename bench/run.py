@@ -261,7 +261,7 @@ def write_results(path, rows, impls, ceiling, launch, device, plot_name):
             else:
                 cells.append(f"{v[0]:.0f}")
         nm_cell = r.get("numbamr")
-        pct = f"{100 * nm_cell[0] / ceiling:.0f}%" if nm_cell and not isinstance(
+        pct = f"{100 * nm_cell[0] / ceiling:.1f}%" if nm_cell and not isinstance(
             nm_cell[0], str) else "-"
         lines.append(f"| {r['op']} | {r['shape'][0]} x {r['shape'][1]} | {r['dtype']} | " +
                      " | ".join(cells) + f" | {pct} | {r.get('kernels', '-')} |")

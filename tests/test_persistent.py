@@ -51,6 +51,25 @@ def test_persistent_refused_with_the_reason(options, why):
         nm.jit(**options)(p.fn).lower(*inputs)
 
 
+@pytest.mark.parametrize("options,blocks,stage", [
+    (dict(split=4, threads_per_row=512, persistent=2), 1, 2 * 65536),  # a block alone
+    (dict(split=8, threads_per_row=256, persistent=3), 2, 3 * 32768),   # two blocks of 256
+    (dict(split=4, threads_per_row=512, persistent=4), 1, None),        # 256 KiB: too much
+    (dict(split=8, threads_per_row=256, persistent=3, min_blocks_per_sm=3), 3, None),
+])
+def test_persistent_stages_fit_every_block_of_a_multiprocessor(monkeypatch, options, blocks,
+                                                               stage):
+    """The rows brought ahead are staged in shared memory by every block a multiprocessor
+    holds: a block alone may take more than half of it, three blocks less than a third."""
+    if stage is None:
+        with pytest.raises(ArgumentError, match=f"for each of {blocks} blocks do not fit"):
+            _lowered_for_gpu(monkeypatch, "layernorm", 1024, 65536, options=options)
+        return
+    (k,) = _lowered_for_gpu(monkeypatch, "layernorm", 1024, 65536, options=options)
+    assert k.layout.persistent == options["persistent"]
+    assert k.layout.min_blocks_per_sm == blocks and k.program.dynamic_shared == stage
+
+
 def test_persistent_refuses_rows_that_are_not_whole_segments():
     p = BY_NAME["layernorm"]
     inputs = p.make(np.random.default_rng(0), 3, 1000)
