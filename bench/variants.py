@@ -35,28 +35,28 @@ DEFAULT_VARIANTS = [
 # study knobs that are not kernel options, set for one variant only: the scheduler's
 # thresholds for splitting a long reduction over few rows into two kernels (numbamr.schedule)
 # and the cap on a persistent kernel's clusters (numbamr.runtime.launch)
-SCHEDULE_KNOBS = {"sched_min_extent": "schedule.SPLIT_MIN_EXTENT",
-                  "sched_min_blocks": "schedule.SPLIT_MIN_BLOCKS",
-                  "sched_min_extent_col": "schedule.SPLIT_MIN_EXTENT_COL",
-                  "sched_target_blocks": "schedule.SPLIT_TARGET_BLOCKS",
-                  "sched_col_line": "schedule.COL_LINE",
-                  "max_clusters": "runtime.launch.PERSISTENT_MAX_CLUSTERS"}
+STUDY_KNOBS = {"sched_min_extent": "schedule.SPLIT_MIN_EXTENT",
+               "sched_min_blocks": "schedule.SPLIT_MIN_BLOCKS",
+               "sched_min_extent_col": "schedule.SPLIT_MIN_EXTENT_COL",
+               "sched_target_blocks": "schedule.SPLIT_TARGET_BLOCKS",
+               "sched_col_line": "schedule.COL_LINE",
+               "max_clusters": "runtime.launch.PERSISTENT_MAX_CLUSTERS"}
 
 
 def parse(variant):
-    """(kernel options, scheduler thresholds) of one variant's text."""
-    opts, sched = {}, {}
+    """(kernel options, study knobs) of one variant's text."""
+    opts, knobs = {}, {}
     for item in filter(None, variant.split(",")):
         k, v = (t.strip() for t in item.split("="))
-        if k in SCHEDULE_KNOBS:
-            sched[SCHEDULE_KNOBS[k]] = int(v)
+        if k in STUDY_KNOBS:
+            knobs[STUDY_KNOBS[k]] = int(v)
         else:
             opts[k] = v if k == "layout" else int(v)
-    return opts, sched
+    return opts, knobs
 
 
 @contextlib.contextmanager
-def scheduler_thresholds(values):
+def study_knobs_set(values):
     """``values`` (``"module.NAME"`` under numbamr: value) set while the block runs."""
     import importlib
 
@@ -108,9 +108,9 @@ def main():
             cells, timed = [], {}
             for v in variants:
                 try:
-                    opts, sched = parse(v)
+                    opts, knobs = parse(v)
                     jf = nm.jit(**opts)(fn)
-                    with scheduler_thresholds(sched):      # the first call lowers
+                    with study_knobs_set(knobs):      # the first call lowers
                         got = [to_host(g) for g in flat_outputs(jf(*dev))]
                     err = max(rel_err(g, r) for g, r in zip(got, ref))
                     if err > (2e-3 if args.dtype == "float16" else 1e-4):

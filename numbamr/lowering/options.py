@@ -414,10 +414,10 @@ def _loads(kernel, g):
     return out
 
 
-def persistent_refusal(kernel, layout, ahead, aligned=None, blocks_per_sm=2):
+def persistent_refusal(kernel, layout, ahead, aligned, blocks_per_sm):
     """Why ``kernel`` in ``layout`` cannot loop over rows as a persistent cluster that
     brings its inputs ``ahead`` rows ahead, ``blocks_per_sm`` of its blocks on one
-    multiprocessor, or None if it can."""
+    multiprocessor (``aligned``: as for ``choose``), or None if it can."""
     if layout.split < 2 or not layout.cluster:
         return "its rows are not split across a cluster of blocks (split >= 2, cluster=1)"
     if layout.rows_per_block != 1 or layout.layout != "row":
