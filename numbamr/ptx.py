@@ -81,10 +81,11 @@ def inspect(entry, cc=(9, 0)):
 
 
 def _global_access_before(ptx, marker):
-    """How many global loads, stores and atomics the PTX has before ``marker`` (all of
-    them when it has none)."""
+    """How many global loads, stores, atomics and bulk copies from global memory the PTX
+    has before ``marker`` (all of them when it has none)."""
     at = ptx.find(marker)
-    return len(re.findall(r"\b(?:ld|st|atom|red)\.global\b", ptx[:at if at >= 0 else None]))
+    return len(re.findall(r"\b(?:(?:ld|st|atom|red)\.global|cp\.async\.bulk\.[\w:.]*global)\b",
+                          ptx[:at if at >= 0 else None]))
 
 
 def main():

@@ -103,14 +103,16 @@ def test_persistent_option_values(value):
 def test_persistent_by_default_where_split_rows_read_weights_and_exchange_twice(
         monkeypatch, name, rows, cols, ahead):
     """The default loops over rows where a split row reads weights and one reduce depends
-    on another; such a grid fills the GPU and is launched on its own, not as a programmatic
-    dependent of the stream's previous kernel."""
+    on another. Such a grid fills the GPU: it is launched as a programmatic dependent of the
+    stream's previous kernel (waiting for it before touching memory) but does not let the
+    next kernel start early (its blocks' ends do)."""
     (k,) = _lowered_for_gpu(monkeypatch, name, rows, cols)
     assert k.layout.persistent == ahead, k.layout
     if ahead:
         assert k.layout.cluster and k.launch_bounds == (256, 2)
         assert "vload_keep(" not in k.source      # rows come by bulk copy
-        assert not k.dependent and "griddep_wait()" not in k.source
+        assert k.dependent and "griddep_wait()" in k.source
+        assert "griddep_launch()" not in k.source
 
 
 @pytest.mark.ptx
@@ -127,6 +129,8 @@ def test_persistent_kernels_compile_with_bulk_copies_and_no_spills(monkeypatch):
         assert r["ok"], r["error"]
         assert r["bulk_copies"] > 0 and r["mbarrier_waits"] >= 2, k.name
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
+        assert r["griddep_waits"] == 1 and r["griddep_launches"] == 0, k.name
+        assert r["global_before_griddep_wait"] == 0, k.name
 
 
 @pytest.mark.gpu

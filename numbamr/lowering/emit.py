@@ -175,12 +175,27 @@ def _arg_take(kind, av, ai, bv, bi, first):
             f"(({av} == {av}) & (({bv} {cmp} {av}) | (({bv} == {av}) & ({bi} < {ai}))))")
 
 
+# How a persistent kernel is launched: 3 (the default) as a programmatic dependent of the
+# stream's previous kernel that lets the next kernel start only as its blocks end (no
+# launch_dependents: the hardware's trigger at exit); 0 plainly; 1 and 2 as a dependent that
+# lets the next kernel start at once, or once each block has begun its cluster's last row.
+# Layernorm 1024 x 65536 on the H200 (bench/RESULTS.md): 3 3880-3898 GB/s, 0 3835-3851,
+# 1 3665-3701, 2 3864-3875. A study knob of bench/variants.py.
+PERSISTENT_DEPENDENT = 3
+
+
 def launched_dependent(layout, arch):
     """Whether a kernel of ``layout`` is launched as a programmatic dependent of the stream's
-    previous kernel (and waits for it itself). Not a persistent grid, which fills the GPU:
-    the next kernel's early blocks cost it 4% at 1024 x 65536 on the H200 (layernorm
-    3642-3681 GB/s launched so, 3808-3837 not)."""
-    return dependent_launches(arch) and not layout.persistent
+    previous kernel (and waits for it itself): every kernel where the GPU has it, but a
+    persistent grid only where PERSISTENT_DEPENDENT says so."""
+    return dependent_launches(arch) and (not layout.persistent or PERSISTENT_DEPENDENT > 0)
+
+
+def early_trigger(layout):
+    """Whether a dependent kernel lets the stream's next kernel start at its beginning. Not
+    a persistent grid, which fills the GPU: the next kernel's blocks, placed as its
+    clusters end, cost it 4% (above)."""
+    return not layout.persistent or PERSISTENT_DEPENDENT == 1
 
 
 class Emitter:
@@ -210,7 +225,8 @@ class Emitter:
             self.line("math.quiet()")
             self.declare_scratch()
         if self.dependent:
-            self.line("griddep_launch()  # the stream's next kernel may start its blocks")
+            if early_trigger(self.p.layout):
+                self.line("griddep_launch()  # the stream's next kernel may start its blocks")
             self.line("griddep_wait()  # the stream's previous kernel has finished")
         if self.dsmem:
             self.declare_cluster_exchange()
@@ -252,7 +268,9 @@ class Emitter:
                     (", fmax_nan, fmin_nan" if self.native else "") +
                     (", mul_rn" if self.rounded else ""))
         if self.dependent:
-            head.append("from numbamr.runtime.intrinsics import griddep_launch, griddep_wait")
+            late = p.layout.persistent and PERSISTENT_DEPENDENT == 2
+            head.append("from numbamr.runtime.intrinsics import griddep_wait" +
+                        (", griddep_launch" if early_trigger(p.layout) or late else ""))
         int_partials = ", xload_int" if any(
             ins.op == "XLOAD" and _integer_partial(ins.dtype) for ins in p.instrs) else ""
         if self.dsmem:
@@ -655,6 +673,9 @@ class Emitter:
         self.indent += 1
         self.line("row = cid + rit * ncl")
         self.line(f"rstage = rit % {ahead}")
+        if self.dependent and PERSISTENT_DEPENDENT == 2:
+            self.line("if rit == mine - 1:")
+            self.line("    griddep_launch()  # the stream's next kernel may start its blocks")
         if self.target == "cuda":
             self.line(f"mbar_wait(rbar, rstage, (rit // {ahead}) & 1)  # this row's stage "
                       "has come")

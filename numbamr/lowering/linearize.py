@@ -93,6 +93,11 @@ _RESERVED = set(dir(builtins)) | set(keyword.kwlist) | {
 # shared-memory partials combined without a loop (see combine_partials): a row layout has at
 # most 32 (1024 threads); measured on the H200, a loop over 32 there cost long rows 10-20%
 UNROLLED_PARTIALS = 32
+# a persistent cluster keeps its row's input values in registers from the first pass on,
+# so the row's stage is refilled after that pass's barrier, not after the last pass's
+# (layernorm 1024 x 65536 on the H200: 3831 GB/s against 3892-3895 reading the row again
+# from its stage, bench/RESULTS.md); a study knob of bench/variants.py
+PERSISTENT_HOLD_ROWS = False
 
 
 class _Names:
@@ -334,6 +339,8 @@ class Linearizer:
         again from the row's stage by the next pass, not kept in registers (which hold
         the weights)."""
         keep = {w.id for w in self.weight_loads}
+        if PERSISTENT_HOLD_ROWS:
+            keep |= set(self.row_stage)
         for key in [k for k in self.elem_memo if k[1] == g.id and k[0] not in keep]:
             del self.elem_memo[key]
 
