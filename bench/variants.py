@@ -9,7 +9,8 @@ rows into two kernels (``sched_min_extent=8192``, ``sched_min_blocks=...``),
 ``sched_col_line=1`` for column segments that are runs of rows, never interleaved,
 ``max_clusters=N`` to cap a persistent kernel's grid at N clusters, ``hold_rows=1`` for a
 persistent cluster that keeps its row in registers after the first pass, or ``pdl=N`` for
-how a persistent kernel is launched (numbamr.lowering.emit.PERSISTENT_DEPENDENT).
+how a persistent kernel is launched (numbamr.lowering.emit.PERSISTENT_DEPENDENT), and
+``bulk_piece=BYTES`` for the size of each bulk copy that brings a persistent row's segment.
 
 Each variant is checked against float64 NumPy before it is timed; the copy ceiling is
 measured in the same run. Prints one table: GB/s per (cell, variant).
@@ -37,7 +38,8 @@ DEFAULT_VARIANTS = [
 # study knobs that are not kernel options, set for one variant only: the scheduler's
 # thresholds for splitting a long reduction over few rows into two kernels (numbamr.schedule)
 # and, for persistent kernels, the cap on their clusters (numbamr.runtime.launch), rows held
-# in registers (numbamr.lowering.linearize) and how they are launched (numbamr.lowering.emit)
+# in registers (numbamr.lowering.linearize), how they are launched and the size of their
+# bulk copies (numbamr.lowering.emit)
 STUDY_KNOBS = {"sched_min_extent": "schedule.SPLIT_MIN_EXTENT",
                "sched_min_blocks": "schedule.SPLIT_MIN_BLOCKS",
                "sched_min_extent_col": "schedule.SPLIT_MIN_EXTENT_COL",
@@ -45,7 +47,8 @@ STUDY_KNOBS = {"sched_min_extent": "schedule.SPLIT_MIN_EXTENT",
                "sched_col_line": "schedule.COL_LINE",
                "max_clusters": "runtime.launch.PERSISTENT_MAX_CLUSTERS",
                "hold_rows": "lowering.linearize.PERSISTENT_HOLD_ROWS",
-               "pdl": "lowering.emit.PERSISTENT_DEPENDENT"}
+               "pdl": "lowering.emit.PERSISTENT_DEPENDENT",
+               "bulk_piece": "lowering.emit.BULK_PIECE"}
 
 
 def parse(variant):
