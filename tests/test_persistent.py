@@ -8,6 +8,8 @@ row again from its stage and the exchanges are checked there against float64 Num
 tier compiles the GPU form (bulk copies, mbarrier waits, no spills) and checks which
 kernels take it by default; the gpu tests run it where each cluster loops over many rows.
 """
+import importlib
+
 import numpy as np
 import pytest
 
@@ -113,6 +115,56 @@ def test_persistent_by_default_where_split_rows_read_weights_and_exchange_twice(
         assert "vload_keep(" not in k.source      # rows come by bulk copy
         assert k.dependent and "griddep_wait()" in k.source
         assert "griddep_launch()" not in k.source
+
+
+def _stage_reads_and_refill(kernel):
+    """(positions of the row loop's stage reads, of its first barrier, of its refill) in
+    the kernel's linear program."""
+    ops = [ins.op for ins in kernel.program.instrs]
+    start = ops.index("ROWLOOP")
+    barrier = ops.index("BARRIER", start)
+    return ([i for i, op in enumerate(ops) if op == "SVLOAD"], barrier, ops.index("ROWS_FILL"))
+
+
+@pytest.mark.parametrize("name", ["layernorm", "layernorm_stats", "chain4"])
+def test_rows_held_in_registers_read_their_stage_once(monkeypatch, name):
+    """The study knob PERSISTENT_HOLD_ROWS: later passes use the registers of the first, so
+    every read of a row's stage comes before the row's first barrier and the stage is
+    refilled right after it (by default later passes read the stage again and the refill
+    waits for them); the results still match float64 NumPy."""
+    p = BY_NAME[name]
+    inputs = p.make(np.random.default_rng(7), 5, 1024)
+    # two warps a block: a block's partials combine through shared memory, past a barrier
+    options = dict(split=2, cluster=1, persistent=2, threads_per_row=64)
+    reads, barrier, fill = _stage_reads_and_refill(_lowered(nm.jit(**options)(p.fn), inputs)[0])
+    assert max(reads) > barrier and fill > max(reads)
+    monkeypatch.setattr(importlib.import_module("numbamr.lowering.linearize"),
+                        "PERSISTENT_HOLD_ROWS", True)
+    fn = nm.jit(**options)(p.fn)
+    reads, barrier, fill = _stage_reads_and_refill(_lowered(fn, inputs)[0])
+    assert max(reads) < barrier and fill == barrier + 1
+    run_and_check(p, inputs, jitted=fn)
+
+
+@pytest.mark.parametrize("mode,wait,launch", [(0, False, None), (1, True, "start"),
+                                              (2, True, "last row"), (3, True, None)])
+def test_how_a_persistent_grid_is_launched(monkeypatch, mode, wait, launch):
+    """The study knob PERSISTENT_DEPENDENT, lowered as on sm_90: plainly (0), or as a
+    dependent that waits first and lets the next kernel start at once (1), at each block's
+    last row (2) or as its blocks end (3, the default)."""
+    monkeypatch.setattr(importlib.import_module("numbamr.lowering.emit"),
+                        "PERSISTENT_DEPENDENT", mode)
+    (k,) = _lowered_for_gpu(monkeypatch, "layernorm", 1024, 65536)
+    assert k.layout.persistent and k.dependent == wait
+    src = k.source
+    assert ("griddep_wait()" in src) == wait
+    if launch is None:
+        assert "griddep_launch()" not in src
+    elif launch == "start":
+        assert src.index("griddep_launch()") < src.index("griddep_wait()")
+    else:
+        assert src.index("for rit in range(mine)") < src.index("if rit == mine - 1:") < \
+            src.index("griddep_launch()")
 
 
 @pytest.mark.ptx
