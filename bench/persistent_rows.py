@@ -2,18 +2,19 @@
 clusters that keep the weights in registers and stream the rows into shared memory by bulk
 copy (``cp.async.bulk``), several rows ahead.
 
-The library's kernel for this cell holds each row in the registers of a cluster of 8 blocks
-and reloads `w` and `b` for every row in its tail (bench/RESULTS.md: what those loads cost).
-Here a cluster of 8 blocks of 256 threads loops over rows c, c + G, ...; each block keeps
-its 8192 columns of `w` and `b` in registers (64 a thread, loaded once), and its thread 0
-keeps S rows' segments of `x` in flight into shared memory (32 KB a row), each completing
-on its own mbarrier. A thread copies its 32 values from shared memory to registers, and
-the stage is refilled with the row S iterations ahead as soon as the block's first barrier
-shows every thread has read it. The two exchanges are the library's (``st.async`` to every
-block's shared memory, counted off an mbarrier), armed again each row and waited on by phase
-parity.
+The library now generates this layout (``persistent=N``, its default for the cell); the
+study stays as a hand-written reference to time it against. Here a cluster of 8 blocks of
+256 threads loops over rows c, c + G, ...; each block keeps its 8192 columns of `w` and
+`b` in registers (64 a thread, loaded once), and its thread 0 keeps S rows' segments of
+`x` in flight into shared memory (32 KB a row), each completing on its own mbarrier. A
+thread copies its 32 values from shared memory to registers, and the stage is refilled
+with the row S iterations ahead as soon as the block's first barrier shows every thread
+has read it. The two exchanges are the library's (``st.async`` to every block's shared
+memory, counted off an mbarrier), armed again each row and waited on by phase parity.
 
-    python bench/persistent_rows.py [--stages 2,3] [--clusters 16,32,1024]
+    python bench/persistent_rows.py [--variants "8:256:2:2:0;4:512:1:3:0"] [--rounds 2]
+
+(a variant is split:threads:min_blocks:stages:clusters, clusters 0 for as many as fit)
 
 Checks every variant against float64 NumPy, then times it beside the library's kernel, the
 library's z-score at the same shape and the copy ceiling, in one process.
