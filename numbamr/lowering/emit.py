@@ -191,11 +191,14 @@ def launched_dependent(layout, arch):
     return dependent_launches(arch) and (not layout.persistent or PERSISTENT_DEPENDENT > 0)
 
 
-def early_trigger(layout):
-    """Whether a dependent kernel lets the stream's next kernel start at its beginning. Not
-    a persistent grid, which fills the GPU: letting the next kernel start at once cost it
-    4-5% on the H200 (above)."""
-    return not layout.persistent or PERSISTENT_DEPENDENT == 1
+def next_kernel_trigger(layout):
+    """Where a dependent kernel lets the stream's next kernel start: ``"start"``, ``"last
+    row"`` (each block of a persistent grid, at its cluster's last row) or None (as its
+    blocks end). A persistent grid fills the GPU: letting the next kernel start at once cost
+    it 4-5% on the H200 (above)."""
+    if not layout.persistent:
+        return "start"
+    return {1: "start", 2: "last row"}.get(PERSISTENT_DEPENDENT)
 
 
 class Emitter:
@@ -211,6 +214,7 @@ class Emitter:
         self.dsmem = target == "cuda" and program.layout.cluster and \
             any(ins.op == "XSTORE" for ins in program.instrs)
         self.dependent = target == "cuda" and launched_dependent(program.layout, arch)
+        self.trigger = next_kernel_trigger(program.layout) if self.dependent else None
         self.rounded = any(ins.op == "ALU" and ins.arg is Op.MUL_RN for ins in program.instrs)
         self.lines, self.indent = [], 1
         self.scratch = {}              # (reduce id, dtype) -> scratch array (sim shuffles)
@@ -225,7 +229,7 @@ class Emitter:
             self.line("math.quiet()")
             self.declare_scratch()
         if self.dependent:
-            if early_trigger(self.p.layout):
+            if self.trigger == "start":
                 self.line("griddep_launch()  # the stream's next kernel may start its blocks")
             self.line("griddep_wait()  # the stream's previous kernel has finished")
         if self.dsmem:
@@ -268,9 +272,8 @@ class Emitter:
                     (", fmax_nan, fmin_nan" if self.native else "") +
                     (", mul_rn" if self.rounded else ""))
         if self.dependent:
-            late = p.layout.persistent and PERSISTENT_DEPENDENT == 2
             head.append("from numbamr.runtime.intrinsics import griddep_wait" +
-                        (", griddep_launch" if early_trigger(p.layout) or late else ""))
+                        (", griddep_launch" if self.trigger else ""))
         int_partials = ", xload_int" if any(
             ins.op == "XLOAD" and _integer_partial(ins.dtype) for ins in p.instrs) else ""
         if self.dsmem:
@@ -673,7 +676,7 @@ class Emitter:
         self.indent += 1
         self.line("row = cid + rit * ncl")
         self.line(f"rstage = rit % {ahead}")
-        if self.dependent and PERSISTENT_DEPENDENT == 2:
+        if self.trigger == "last row":
             self.line("if rit == mine - 1:")
             self.line("    griddep_launch()  # the stream's next kernel may start its blocks")
         if self.target == "cuda":
