@@ -7,7 +7,9 @@ those arguments would run, without running it.
 import collections
 import dataclasses
 import inspect
+import sys
 import threading
+import time
 
 import numpy as np
 
@@ -16,7 +18,8 @@ from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc
 from .graph import format_graph, verify_graph
 from .lowering import lower_built, split_into_cluster, KernelOptions
 from .runtime import arrays
-from .runtime.launch import prepare_leaves, run, make_launchers, FastPath, fast_key
+from .runtime.device import arch
+from .runtime.launch import prepare_leaves, run, make_launchers, FastPath, fast_key, built
 from .schedule import schedule, format_schedule
 from .trace import trace
 
@@ -24,11 +27,18 @@ from .trace import trace
 class Lowered:
     """What a call would run: the traced graph, the kernels and their sources."""
 
-    def __init__(self, graph_text, schedule_text, kernels, out_specs, structure, temps):
+    def __init__(self, graph_text, schedule_text, kernels, out_specs, structure, temps,
+                 target=None):
         self.graph_text, self.schedule_text = graph_text, schedule_text
         self.kernels = kernels
         self.out_specs, self.structure = out_specs, structure
         self.temps = temps          # intermediates kernels pass through memory
+        self.target = target        # "sim" or "sm_XY" (None: a GPU of no known kind)
+
+    @property
+    def generic(self):
+        """Whether every kernel's code is the same for every count of its rows."""
+        return all(k.kernel.generic for k in self.kernels)
 
     @property
     def has_bfloat16(self):
@@ -56,6 +66,19 @@ class _Leaf:
         if self.array is not None:
             a = self.array
             return ("A", a.layout_key(), a.where)
+        return self.static_key()
+
+    def shape_class(self):
+        """The key with an array's extents left out (and its strides, where they are those
+        of its shape in C order): what a kernel generic in its rows may serve."""
+        if self.array is None:
+            return self.static_key()
+        a = self.array
+        c_order = a.strides == arrays._c_element_strides(a.shape)
+        return ("A", a.dtype.str, len(a.shape), "C" if c_order else (a.shape, a.strides),
+                a.offset, a.aligned, a.where)
+
+    def static_key(self):
         try:
             hash(self.value)
         except TypeError:
@@ -88,9 +111,10 @@ def _ufunc_as_function(ufunc):
 
 
 class JitFunction:
-    def __init__(self, fn, options, autotune=False):
+    def __init__(self, fn, options, autotune=False, dynamic=None):
         fn = _ufunc_as_function(fn) if isinstance(fn, np.ufunc) else fn
         self.fn, self.options, self.autotune = fn, options, autotune
+        self.dynamic = dynamic
         self.__name__ = getattr(fn, "__name__", "kernel")
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__wrapped__ = fn
@@ -104,6 +128,8 @@ class JitFunction:
         self._defaults = [p.default for p in params]
         self._cache = collections.OrderedDict()
         self._fast = {}             # fast_key -> FastPath (all-CuPy calls without keywords)
+        self._classes = {}          # shape class (see _Leaf.shape_class) -> its first key
+        self._said_slow = False     # a compile over SLOW_COMPILE_S was reported
         self._lock = threading.RLock()
 
     def __repr__(self):
@@ -148,7 +174,20 @@ class JitFunction:
         return self.fn(*call.args, **call.kwargs)
 
     # ---- lowering -----------------------------------------------------------------------
-    def _lower(self, bound, leaves, simulator=None, outs=None, options=None):
+    def _lower(self, bound, leaves, simulator=None, outs=None, options=None, generic=False,
+               cc=None):
+        """Trace, schedule and lower. ``generic``: kernels whose code serves every count of
+        their rows, where their layouts allow it (else kernels for these shapes, as
+        without it): rows split across blocks are laid out for their count (each block's
+        segment, a persistent cluster's grid), so such kernels are compiled per shape.
+        ``cc``: the compute capability to lower for (None: this machine's GPU)."""
+        if generic:
+            lowered = self._lower_once(bound, leaves, simulator, outs, options, True, cc)
+            if not any(k.layout.split > 1 or k.layout.persistent for k in lowered.kernels):
+                return lowered
+        return self._lower_once(bound, leaves, simulator, outs, options, False, cc)
+
+    def _lower_once(self, bound, leaves, simulator, outs, options, generic, cc):
         options = self.options if options is None else options
         specs = [("array", (leaf.array.shape, leaf.array.dtype)) if leaf.array is not None
                  else ("static", leaf.value) for leaf in leaves]
@@ -160,35 +199,57 @@ class JitFunction:
                    leaf.array.aligned}
         names = {i: leaf.name for i, leaf in enumerate(leaves)}
         sim = settings.simulator() if simulator is None else simulator
+        cc = None if sim else cc if cc is not None else arch()
         out_layouts = None
         if outs is not None:
             check_out(outs, [(o.dtype, o.shape) for o in outputs])
             out_layouts = {i: (a.strides, a.offset) for i, a in enumerate(outs)}
         groups, temps = schedule(graph, outputs, layouts, _ident(self.__name__), names,
                                  out_layouts,
-                                 lambda k: split_into_cluster(k, options, sim),
-                                 split_long=options.split is None)
+                                 lambda k: split_into_cluster(k, options, sim, cc),
+                                 split_long=options.split is None, generic=generic)
         aligned |= {("in", t.name) for t in temps}
         kernels = []
         for g in groups:
             aligned_all = aligned | {("out", i) for i, t in enumerate(g.targets)
                                      if t[0] == "tmp" or outs is None or outs[t[1]].aligned}
-            kernels.append(lower_built(g.kernel, options, sim, aligned_all, g.targets))
+            kernels.append(lower_built(g.kernel, options, sim, aligned_all, g.targets, cc))
         out_specs = [(o.dtype, o.shape) for o in outputs]
         return Lowered(format_graph(outputs), format_schedule(groups), kernels, out_specs,
-                       structure, temps)
+                       structure, temps, target_name(sim, cc))
 
     def lower(self, *args, **kwargs):
-        """The kernels a call with these arguments would run (nothing is run). With
-        autotune, the layout tuned for them on this GPU if a call has tuned it, else the
-        heuristics'."""
+        """The kernels a call with these arguments would run (nothing is run).
+
+        ``target=``: lower for that machine instead of this one: ``"sim"`` (numba's CPU
+        simulator) or a GPU's compute capability as ``"sm_90"``; any machine can lower for
+        any target. With autotune, the layout tuned for them on this GPU if a call has
+        tuned it, else the heuristics'."""
+        target = kwargs.pop("target", None) if "target" not in self._sig.parameters else None
+        sim, cc = parse_target(target)
         bound, leaves = self._bind(args, kwargs)
-        lowered = self._lower(bound, leaves)
-        if self.autotune and tune.applies(settings.simulator()):
+        generic = self._wants_generic(self._shape_class(leaves),
+                                      tuple(leaf.key() for leaf in leaves))
+        lowered = self._lower(bound, leaves, sim, generic=generic, cc=cc)
+        if self.autotune and target is None and tune.applies(settings.simulator()):
             tuned = tune.known_options(self, lowered)
             if tuned is not None and tuned != self.options:
-                lowered = self._lower(bound, leaves, options=tuned)
+                lowered = self._lower(bound, leaves, options=tuned, generic=generic)
         return lowered
+
+    # ---- shapes that change ---------------------------------------------------------------
+    @staticmethod
+    def _shape_class(leaves, outs=None):
+        return tuple(leaf.shape_class() for leaf in leaves) + \
+            tuple(("O",) + _Leaf("out", None, a).shape_class() for a in outs or ())
+
+    def _wants_generic(self, shape_class, key):
+        """Lower kernels generic in their rows for signature ``key``? ``dynamic=None`` (the
+        default): once a signature of the same dtypes and layouts was compiled for other
+        shapes, as torch's automatic dynamic shapes; True: always; False: never."""
+        if self.dynamic is not None:
+            return self.dynamic
+        return self._classes.get(shape_class, key) != key
 
     # ---- calling ------------------------------------------------------------------------
     def _fast_leaves(self, args):
@@ -255,15 +316,20 @@ class JitFunction:
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is None:
-                if settings.current().debug:
-                    _log_recompile(self, key)
+                shape_class = self._shape_class(leaves, outs)
                 try:
-                    lowered = self._lower(bound, leaves, outs=outs)
+                    lowered = self._lower(bound, leaves, outs=outs,
+                                          generic=self._wants_generic(shape_class, key))
+                    sim = settings.simulator()
+                    if settings.current().debug:
+                        _log_compile(self, key, leaves, lowered, built(lowered, sim))
+                    start = time.perf_counter()
                     if self.autotune and ctx is not None and tune.applies(ctx.simulator):
                         compiled = tune.tune(self, bound, leaves, outs, ctx, lowered)
                     else:
-                        compiled = Compiled(lowered,
-                                            make_launchers(lowered, settings.simulator()))
+                        compiled = Compiled(lowered, make_launchers(lowered, sim))
+                    if not sim:
+                        self._say_if_slow(time.perf_counter() - start)
                 except NumbamrError as e:
                     if isinstance(e, CompileError):
                         raise self._compile_error(e.plain_message) from e
@@ -272,23 +338,70 @@ class JitFunction:
                     raise self._compile_error(
                         f"internal error while compiling ({type(e).__name__}: {e})") from e
                 self._cache[key] = compiled
+                self._classes.setdefault(shape_class, key)
                 while len(self._cache) > settings.current().max_signatures:
                     self._cache.popitem(last=False)
             return compiled
 
+    def _say_if_slow(self, seconds):
+        """Say once on stderr that compiling takes long (a first call seems to hang)."""
+        if seconds > SLOW_COMPILE_S and not self._said_slow:
+            self._said_slow = True
+            print(f"numbamr: building the kernels of {self.__name__} took {seconds:.1f} s; "
+                  "they are kept on disk for later processes (NUMBAMR_DEBUG=1 says why a "
+                  "call builds kernels)", file=sys.stderr)
 
-def _log_recompile(fn, key):
-    """NUMBAMR_DEBUG=1: say why this call compiles (which part of the signature is new)."""
-    import sys
-    if not fn._cache:
-        why = "first call"
+
+SLOW_COMPILE_S = 1.0        # a compile that takes longer is reported once per function
+
+
+def _log_compile(fn, key, leaves, lowered, built):
+    """NUMBAMR_DEBUG=1: say why this call needs kernels (which part of the signature is new,
+    in words) and whether they are compiled or served by kernels built already."""
+    why = _why_new(fn, key, leaves)
+    if lowered.generic:
+        what = "kernels generic in their rows"
     else:
-        near = min(fn._cache, key=lambda k: sum(a != b for a, b in zip(k, key)) +
-                   abs(len(k) - len(key)))
-        diffs = [f"argument {i}: {a!r} -> {b!r}" for i, (a, b) in enumerate(zip(near, key))
-                 if a != b]
-        why = "; ".join(diffs) or "different arguments"
-    print(f"numbamr: compiling {fn.__name__} ({why})", file=sys.stderr)
+        what = "kernels for these shapes"
+    if built:
+        print(f"numbamr: {fn.__name__}: {why}; served by the {what} built already "
+              "(nothing to compile)", file=sys.stderr)
+    else:
+        print(f"numbamr: compiling {fn.__name__}: {why}; {what}", file=sys.stderr)
+
+
+def _why_new(fn, key, leaves):
+    """What differs between ``key`` and the nearest signature compiled before, in words."""
+    if not fn._cache:
+        return "first call"
+    near = min(fn._cache, key=lambda k: sum(a != b for a, b in zip(k, key)) +
+               abs(len(k) - len(key)))
+    if len(near) != len(key):
+        return "a different number of arguments"
+    names = [leaf.name for leaf in leaves] + [f"out[{i}]" for i in range(len(key))]
+    diffs = [f"argument {names[i]!r}: {_key_change(a, b)}" if a[0] != "O" else
+             f"{names[i]}: {_key_change(a[1:], b[1:])}"
+             for i, (a, b) in enumerate(zip(near, key)) if a != b]
+    return "; ".join(diffs) or "different arguments"
+
+
+_ARRAY_PARTS = ("dtype", "shape", "strides", "offset", "16-byte alignment")
+
+
+def _key_change(old, new):
+    """One argument's change between two signature keys, in words."""
+    if old[0] == new[0] == "A":
+        (old_layout, old_where), (new_layout, new_where) = old[1:], new[1:]
+        old_layout = (np.dtype(old_layout[0]).name,) + old_layout[1:]
+        new_layout = (np.dtype(new_layout[0]).name,) + new_layout[1:]
+        parts = [f"{what} {a} -> {b}" for what, a, b in zip(_ARRAY_PARTS, old_layout,
+                                                           new_layout) if a != b]
+        if old_where != new_where:
+            parts.append(f"memory {old_where} -> {new_where}")
+        return ", ".join(parts)
+    if old[0] == new[0] == "S":
+        return f"{old[1]} {old[2]!r} -> {new[1]} {new[2]!r}"
+    return "an array where a static value was, or the other way"
 
 
 def out_arrays(out, leaves, ctx):
@@ -339,16 +452,22 @@ def _ident(name):
     return name if name and not name[0].isdigit() else "k_" + name
 
 
-def jit(fn=None, autotune=False, **options):
+def jit(fn=None, autotune=False, dynamic=None, **options):
     """Compile ``fn`` (numpy-style array code) into fused CUDA kernels.
 
     Use bare (``@numbamr.jit``) or with kernel options (``@numbamr.jit(threads_per_row=64)``);
     see ``numbamr.KernelOptions`` for the options. ``autotune=True``: a signature's first
     call on a GPU times a few layouts beside the heuristics' choice and keeps the fastest
-    (kept on disk per GPU; see ``numbamr.tune``).
+    (kept on disk per GPU; see ``numbamr.tune``). ``dynamic``: whether kernels are generic
+    in the extents that are not reduced (rows, batch, sequence): None (the default) once a
+    second shape of the same dtypes and layouts is called, True always, False never (see
+    docs/recompilation.md).
     """
     if not isinstance(autotune, bool):
         raise ArgumentError(f"numbamr.jit: autotune must be True or False, got {autotune!r}")
+    if dynamic not in (None, True, False):
+        raise ArgumentError(f"numbamr.jit: dynamic must be None, True or False, got "
+                            f"{dynamic!r}")
     try:
         opts = KernelOptions(**options)
     except ArgumentError:
@@ -357,7 +476,29 @@ def jit(fn=None, autotune=False, **options):
         names = ", ".join(f.name for f in dataclasses.fields(KernelOptions))
         raise ArgumentError(f"numbamr.jit: unknown option ({e}); the options are {names}")
     if fn is None:
-        return lambda f: JitFunction(f, opts, autotune)
+        return lambda f: JitFunction(f, opts, autotune, dynamic)
     if not callable(fn):
         raise ArgumentError(f"numbamr.jit expects a function, got {type(fn).__name__}")
-    return JitFunction(fn, opts, autotune)
+    return JitFunction(fn, opts, autotune, dynamic)
+
+
+def parse_target(target):
+    """(simulator, compute capability) of a ``target=``: None (this machine), "sim", or
+    "sm_XY" (compute capability X.Y)."""
+    if target is None:
+        return None, None
+    if target == "sim":
+        return True, None
+    text = target if isinstance(target, str) else ""
+    digits = text[3:].rstrip("af")
+    if not text.startswith("sm_") or not digits.isdigit() or len(digits) < 2:
+        raise ArgumentError(f"target must be 'sim' or a GPU's compute capability such as "
+                            f"'sm_90', got {target!r}")
+    return False, (int(digits[:-1]), int(digits[-1]))
+
+
+def target_name(simulator, cc):
+    """The target a lowering is for, as ``target=`` names it (None: a GPU of no known kind)."""
+    if simulator:
+        return "sim"
+    return None if cc is None else f"sm_{cc[0]}{cc[1]}"

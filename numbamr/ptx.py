@@ -10,9 +10,9 @@ import re
 import sys
 
 
-def _sig(params):
+def _sig(params, scalars=()):
     from numbamr.runtime.compile import pointer_signature
-    return pointer_signature(params).args
+    return pointer_signature(params, frozenset(scalars)).args
 
 
 def _ptxas_log(ptx, cc):
@@ -37,7 +37,7 @@ def inspect(entry, cc=(9, 0)):
     try:
         fn = getattr(load_source(entry["source"], entry["name"]), entry["name"])
         bounds = tuple(entry["launch_bounds"])
-        ptx, _ = with_deep_stack(lambda: cuda.compile_ptx(fn, _sig(entry["params"]), cc=cc,
+        ptx, _ = with_deep_stack(lambda: cuda.compile_ptx(fn, _sig(entry["params"], entry.get("scalars", ())), cc=cc,
                                                           launch_bounds=bounds))
         log = _ptxas_log(ptx, cc)
     except Exception as e:          # reported, not raised: the test names the kernel

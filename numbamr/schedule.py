@@ -60,8 +60,9 @@ def c_strides(shape):
 
 
 class Scheduler:
-    def __init__(self, graph, layouts, name, arg_names, out_layouts=None):
+    def __init__(self, graph, layouts, name, arg_names, out_layouts=None, generic=False):
         self.graph, self.name, self.arg_names = graph, name, dict(arg_names)
+        self.generic = generic          # kernels generic in their row count
         self.layouts = dict(layouts)
         self.out_layouts = out_layouts or {}      # user output index -> (strides, offset)
         self.groups, self.temps = [], []
@@ -257,7 +258,7 @@ class Scheduler:
 
     def build(self, nodes, targets):
         return build_kernel(nodes, self.layouts, self.store_layouts(nodes, targets),
-                            self.kernel_name(), self.arg_names)
+                            self.kernel_name(), self.arg_names, self.generic)
 
     def materialize(self, node):
         name = f"t{len(self.temps)}"
@@ -357,7 +358,7 @@ def merge_groups(s):
                 kernel = build_kernel(m.outputs + g.outputs, s.layouts,
                                       s.store_layouts(m.outputs + g.outputs,
                                                       m.targets + g.targets),
-                                      m.name, s.arg_names)
+                                      m.name, s.arg_names, s.generic)
             except FusionError:
                 continue
             m.outputs, m.targets, m.kernel = m.outputs + g.outputs, m.targets + g.targets, kernel
@@ -378,11 +379,13 @@ def _segments(extent, most, fits=lambda d: True):
 
 
 def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip=None,
-             split_long=True):
+             split_long=True, generic=False):
     """Kernel groups (in launch order) and temporaries for ``outputs``.
 
     ``split_long``: split long reductions over few rows into kernels (off where the rows are
     to be split across blocks within a kernel, as a forced ``split`` asks).
+    ``generic``: kernels generic in their row count (see ``lowering.kernel.GENERIC_ROWS``);
+    their reductions are never split by row count, which such a kernel does not know.
 
     ``on_chip(kernel)``: whether the lowering keeps ``kernel``'s rows on chip by splitting
     each across a cluster of blocks. Where the long reductions over few rows would be split
@@ -391,10 +394,11 @@ def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip
     that depends on another (softmax, layernorm at 128 x 65536 on the H200: 1369 and
     1940 GB/s as kernels, 3211 and 2883 as one, bench/RESULTS.md)."""
     targets = [("out", i) for i in range(len(outputs))]
-    s = Scheduler(graph, layouts, name, arg_names, out_layouts)
-    split = s.split_long_reductions(outputs) if split_long else outputs
+    setup = (layouts, name, arg_names, out_layouts, generic)
+    s = Scheduler(graph, *setup)
+    split = s.split_long_reductions(outputs) if split_long and not generic else outputs
     if on_chip is not None and any(a is not b for a, b in zip(split, outputs)):
-        whole = Scheduler(graph, layouts, name, arg_names, out_layouts)
+        whole = Scheduler(graph, *setup)
         try:
             whole.schedule(outputs, targets)
         except FusionError:         # the split graph may still go: try that below
@@ -402,7 +406,7 @@ def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip
         groups = merge_groups(whole)
         if len(groups) == 1 and on_chip(groups[0].kernel):
             return groups, whole.temps
-    return _schedule_once_each(graph, split, targets, (layouts, name, arg_names, out_layouts))
+    return _schedule_once_each(graph, split, targets, setup)
 
 
 def _schedule_once_each(graph, split, targets, setup):
@@ -443,7 +447,7 @@ def _fold_into_first_reader(s, groups, name):
         targets = reader.targets + [("tmp", name)]
         try:
             kernel = build_kernel(outputs, s.layouts, s.store_layouts(outputs, targets),
-                                  reader.name, s.arg_names)
+                                  reader.name, s.arg_names, s.generic)
         except FusionError:
             return groups
         folded = KernelGroup(reader.name, outputs, targets, kernel)

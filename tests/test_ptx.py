@@ -30,7 +30,9 @@ def lower_for_gpu(fn, inputs):
 
 def compile_report(kernels):
     entries = [{"name": k.name, "source": k.source, "launch_bounds": k.launch_bounds,
-                "params": [np.dtype(dt).name for _, _, dt, _ in k.program.params]}
+                "params": [np.dtype(dt).name for _, _, dt, _ in k.program.params],
+                "scalars": [i for i, (_, kind, _, _) in enumerate(k.program.params)
+                            if kind == "rows"]}
                for k in kernels]
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
     env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")

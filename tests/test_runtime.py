@@ -69,8 +69,9 @@ def test_recompile_log_says_why(monkeypatch, capsys):
     lines = [leaf for leaf in capsys.readouterr().err.splitlines() if leaf.startswith("numbamr:")]
     assert len(lines) == 3
     assert "first call" in lines[0]
-    assert "argument 1" in lines[1] and "2" in lines[1] and "3" in lines[1]
-    assert "argument 0" in lines[2] and "<f8" in lines[2]
+    assert "argument 'k': int 2 -> int 3" in lines[1]
+    assert "argument 'x': dtype float32 -> float64" in lines[2]
+    assert all("compiling" in line for line in lines)
 
 
 def test_concurrent_calls_from_threads_compile_once_and_agree():

@@ -47,10 +47,11 @@ class LoweredKernel:
         return format_kernel(self.kernel) + "\n" + format_program(self.program)
 
 
-def lower_built(kernel, options=None, simulator=False, aligned=None, targets=None):
-    """Layout, linear program, verification and source for an analyzed kernel."""
+def lower_built(kernel, options=None, simulator=False, aligned=None, targets=None, cc=None):
+    """Layout, linear program, verification and source for an analyzed kernel, for a GPU of
+    compute capability ``cc`` (None: this machine's) or the simulator."""
     from ..runtime.device import arch, clusters_available
-    cc = None if simulator else arch()
+    cc = None if simulator else cc if cc is not None else arch()
     layout = choose(kernel, options, simulator, clusters=not simulator and clusters_available(cc),
                     aligned=aligned)
     fusions = find_fusions(kernel, layout)
@@ -60,13 +61,14 @@ def lower_built(kernel, options=None, simulator=False, aligned=None, targets=Non
                          launched_dependent(layout, cc))
 
 
-def split_into_cluster(kernel, options=None, simulator=False):
-    """Whether ``kernel``'s rows would be split across a cluster of blocks on this GPU."""
+def split_into_cluster(kernel, options=None, simulator=False, cc=None):
+    """Whether ``kernel``'s rows would be split across a cluster of blocks on a GPU of
+    compute capability ``cc`` (None: this machine's)."""
     from ..runtime.device import clusters_available
     if simulator:
         return False
     try:
-        layout = choose(kernel, options, False, clusters=clusters_available())
+        layout = choose(kernel, options, False, clusters=clusters_available(cc))
     except ArgumentError:       # options this kernel cannot take: lowering it will say so
         return False
     return layout.split > 1 and layout.cluster

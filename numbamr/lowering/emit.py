@@ -255,7 +255,8 @@ class Emitter:
         p = self.p
         params = ", ".join(name for name, *_ in p.params)
         head = [f"# numbamr kernel {p.name} ({self.target} target)",
-                f"# grid={p.grid} block={p.block}" +
+                f"# grid={_generic_grid(p.layout.rows_per_block) if p.kernel.generic else p.grid}"
+                f" block={p.block}" +
                 (f" min_blocks_per_sm={p.layout.min_blocks_per_sm}"
                  if p.layout.min_blocks_per_sm else "") +
                 (f" dynamic_shared={p.dynamic_shared}" if p.dynamic_shared else ""),
@@ -294,6 +295,9 @@ class Emitter:
         head += ["inf = math.inf", "nan = math.nan", "", "",
                  f"def {p.name}({params}):"]
         for n, kind, dt, pos in p.params:
+            if kind == "rows":
+                head.append(f"    # {n}: the number of rows, {dt}")
+                continue
             what = {"in": "input", "out": "output"}.get(kind, "exchange between blocks,")
             head.append(f"    # {n}: {what} {pos[0] if kind == 'scratch' else pos}, {dt}")
         return head
@@ -738,6 +742,10 @@ def _masked_accs(instrs, i):
     if j == i + 1 or j == len(instrs) or instrs[j].op != "ENDIF":
         return None
     return instrs[i + 1:j]
+
+
+def _generic_grid(rows_per_block):
+    return "rows" if rows_per_block == 1 else f"ceil(rows / {rows_per_block})"
 
 
 def _lit(value, dt):

@@ -99,10 +99,24 @@ class Kernel:
     inputs: dict               # buffer position -> (dtype, name)
     outputs: list              # (dtype, shape) per output position
     arg_names: dict = field(default_factory=dict)
+    generic: bool = False       # its code is the same for every row count (a parameter)
 
     @property
     def nrows(self):
+        """The rows of this kernel's launch."""
         return int(np.prod(self.pshape, dtype=np.int64))
+
+    @property
+    def layout_rows(self):
+        """The row count the layout is chosen for: a generic kernel's code, hence its
+        layout, cannot depend on the rows of one launch."""
+        return GENERIC_ROWS if self.generic else self.nrows
+
+
+# A kernel generic in its rows is laid out as for this many rows (enough to fill the GPU),
+# and its row index may range up to ROW_BOUND: nothing in its code depends on the count.
+GENERIC_ROWS = 1 << 16
+ROW_BOUND = 1 << 31
 
 
 class ValBuilder:
@@ -356,16 +370,17 @@ def _plan_rows(stripped, layouts):
     return pshape, out
 
 
-def build_kernel(outputs, layouts, out_layouts, name="kernel", arg_names=None):
+def build_kernel(outputs, layouts, out_layouts, name="kernel", arg_names=None, generic=False):
     """Analyze ``outputs`` (graph nodes) as one kernel.
 
     ``layouts``: input position -> (strides, offset) in elements of its buffer;
-    ``out_layouts``: per output, (strides, offset) of the output buffer.
+    ``out_layouts``: per output, (strides, offset) of the output buffer; ``generic``: the
+    kernel's code must not depend on its row count (the row index's range is ROW_BOUND).
     """
     stripped = [_strip_output(o) for o in outputs]
     pshape, row_axes = _plan_rows(stripped, layouts)
-    row = sym.Var("row", max(1, int(np.prod(pshape, dtype=np.int64))))
-    row_index = sym.unflatten(sym.lift(row), pshape)
+    row = sym.Var("row", ROW_BOUND if generic else max(1, int(np.prod(pshape, dtype=np.int64))))
+    row_index = sym.unflatten(sym.lift(row), pshape, outermost_whole=generic)
     ev = _Evaluator(layouts, set())
     stores = []
     for pos, ((inner, outer_index), out, axes) in enumerate(zip(stripped, outputs, row_axes)):
@@ -390,7 +405,7 @@ def build_kernel(outputs, layouts, out_layouts, name="kernel", arg_names=None):
     inputs = {key: (n.dtype, names.get(key, key if isinstance(key, str) else f"in{key}"))
               for key, n in _input_nodes(outputs).items()}
     return Kernel(name, row, pshape, list(ev.groups.values()), reduces, stores, inputs,
-                  [(o.dtype, o.shape) for o in outputs], dict(arg_names or {}))
+                  [(o.dtype, o.shape) for o in outputs], dict(arg_names or {}), generic)
 
 
 def _input_nodes(outputs):

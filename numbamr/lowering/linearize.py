@@ -251,8 +251,9 @@ class Linearizer:
             self.params.append((self.names.new(f"out{pos}"), "out", dt, pos))
         self.buf = {(kind, pos): name for name, kind, _, pos in self.params}
         t, rb = L.threads_per_row, L.rows_per_block
-        self.add("COMMENT", arg=f"{k.nrows} rows, {rb} per block, {t} threads per row "
-                                f"({L.layout} layout)")
+        nrows = self.row_count_param() if k.generic else k.nrows
+        self.add("COMMENT", arg=f"{'any number of' if k.generic else k.nrows} rows, {rb} per "
+                                f"block, {t} threads per row ({L.layout} layout)")
         self.add("SPECIAL", ("tid",), arg="threadIdx.x")
         self.add("SPECIAL", ("bid",), arg="blockIdx.x")
         if L.layout == "row":
@@ -282,8 +283,9 @@ class Linearizer:
             self.add("INDEX", ("row",), ("bid", "rib"), arg=f"bid * {rb} + rib")
         self.names.used |= {"tid", "bid", "lane", "rib", "row"}
         self.row_mask = None
-        if k.nrows % rb:
-            self.add("INDEX", ("row_ok",), ("row",), arg=f"row < {k.nrows}")
+        if rb > 1 and (k.generic or k.nrows % rb):
+            self.add("INDEX", ("row_ok",), ("row",) + ((nrows,) if k.generic else ()),
+                     arg=f"row < {nrows}")
             self.row_mask = "row_ok"
             self.names.used.add("row_ok")
         if L.split > 1:
@@ -293,6 +295,15 @@ class Linearizer:
         self.declare_stages()
         if L.persistent:
             self.open_rows()
+
+    def row_count_param(self):
+        """A generic kernel's row count: a parameter (int64) where rows share a block (the
+        last block's rows past the count are masked), else unused (the grid is the rows)."""
+        if self.L.rows_per_block == 1:
+            return None
+        name = self.names.new("nrows")
+        self.params.append((name, "rows", np.dtype(np.int64), None))
+        return name
 
     # ---- persistent clusters: a loop over rows, inputs brought ahead by bulk copy ------
     def open_rows(self):

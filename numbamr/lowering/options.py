@@ -258,7 +258,7 @@ def _step(addr, var, other):
 def _prefers_col(kernel):
     """Column layout when loads walk rows contiguously but loops stride through memory."""
     row = kernel.row
-    if kernel.nrows < 2:
+    if kernel.layout_rows < 2:
         return False
     for g in kernel.groups:
         for _, addr in _accesses(kernel, g):
@@ -607,7 +607,7 @@ def _wide_cluster(kernel, forced):
     from ..schedule import SPLIT_MIN_BLOCKS
     writes = _writes_rows(kernel)
     dependent = any(r.depth > 0 for r in kernel.reduces)
-    if not writes and not (dependent and kernel.nrows < SPLIT_MIN_BLOCKS):
+    if not writes and not (dependent and kernel.layout_rows < SPLIT_MIN_BLOCKS):
         return None
     split, threads = WIDE_CLUSTER[writes]
     if not _blocks_fit(forced, threads):
@@ -646,7 +646,7 @@ def _threads_per_row(kernel, forced, layout, extent, simulator):
     if layout == "col":         # enough warps in flight: up to 32 threads down each column
         t = 1 if extent <= 1 else min(4 if simulator else 32, _pow2_ceil(-(-extent // 64)))
         if not simulator and forced.rows_per_block is None:
-            t = _col_threads(t, kernel.nrows)
+            t = _col_threads(t, kernel.layout_rows)
         return t
     # about 64 bytes of each input per thread: 16 float32, 32 float16; 8 values where a
     # kernel writes rows of 512 or more and no access is a vector (rows of odd length),
@@ -679,7 +679,7 @@ def _unvectorized(kernel):
 
 
 def _rows_per_block(kernel, forced, layout, t, split, simulator):
-    nrows = kernel.nrows
+    nrows = kernel.layout_rows
     if forced.rows_per_block is not None:
         rb = forced.rows_per_block
     elif split > 1 and layout == "row":
@@ -720,7 +720,7 @@ def _second_choice(kernel, forced, simulator, result):
             return staged
     if row and forced.threads_per_row is None and forced.rows_per_block is None \
             and not simulator and split == 1 and t > STREAM_THREADS and \
-            kernel.nrows >= COL_BLOCKS and not any(p.resident for p in plans) and \
+            kernel.layout_rows >= COL_BLOCKS and not any(p.resident for p in plans) and \
             all(n <= 1 for n in _streamed_passes(kernel, result).values()):
         # rows streamed in one pass, plenty of them: fewer threads a row, so that each
         # block's combine is a smaller share of its time (measured 17-35% faster at
@@ -729,7 +729,7 @@ def _second_choice(kernel, forced, simulator, result):
         return _choose_layout(kernel, replace(forced, threads_per_row=STREAM_THREADS,
                                               unroll=unroll), simulator, split)
     if row and t == 1024 and not simulator and split == 1 and \
-            kernel.nrows >= COL_BLOCKS and \
+            kernel.layout_rows >= COL_BLOCKS and \
             all(p.resident and p.chunks * p.vector > 16 for p in plans) and \
             all(getattr(forced, f) is None for f in ("threads_per_row", "rows_per_block",
                                                      "upcast", "unroll", "stage")):

@@ -273,12 +273,21 @@ def var(name, size):
     return lift(Var(name, size))
 
 
-def unflatten(flat, shape):
-    """Per-dimension indices of the row-major flat index ``flat`` into ``shape``."""
+def unflatten(flat, shape, outermost_whole=False):
+    """Per-dimension indices of the row-major flat index ``flat`` into ``shape``.
+    ``outermost_whole``: ``flat`` is known to be below the shape's size, whatever its range
+    says, so the outermost index is the quotient itself (no modulo by its extent, which
+    would put that extent into the code)."""
     out, rest = [], lift(flat)
-    for size in reversed(shape):
+    real = [i for i, size in enumerate(shape) if size > 1]
+    for i in reversed(range(len(shape))):
+        size = shape[i]
+        if outermost_whole and real and i == real[0]:
+            out.append(rest)
+            break
         out.append(rest % size if size > 1 else Expr((), 0))
         rest = rest // size if size > 1 else rest
+    out += [Expr((), 0)] * (len(shape) - len(out))
     return list(reversed(out))
 
 

@@ -6,10 +6,12 @@ see ``runtime.binary``), so numba's own cache is not asked to write them again.
 """
 import hashlib
 import importlib.util
+import io
 import os
 import sys
 import tempfile
 import threading
+import tokenize
 
 from .. import settings
 from ..errors import CompileError
@@ -76,6 +78,25 @@ def load_source(source, name):
         return mod
 
 
+def code_text(source):
+    """``source`` without its comments: what a kernel's compiled code depends on (two
+    sources that differ only in comments, such as the row count a comment names, build
+    the same kernel)."""
+    found = _code_texts.get(source)
+    if found is None:
+        tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+        found = tokenize.untokenize((t.type, t.string) for t in tokens
+                                    if t.type != tokenize.COMMENT)
+        found = "\n".join(line.rstrip() for line in found.splitlines() if line.strip())
+        if len(_code_texts) > 256:
+            _code_texts.clear()
+        _code_texts[source] = found
+    return found
+
+
+_code_texts = {}
+
+
 def with_deep_stack(fn, *args):
     """Run ``fn`` in a thread with a large stack and recursion limit.
 
@@ -108,10 +129,11 @@ def with_deep_stack(fn, *args):
 _stack_lock = threading.Lock()
 
 
-def pointer_signature(dtypes):
+def pointer_signature(dtypes, scalars=()):
     """``void(T0*, T1*, ...)``: every kernel parameter is a raw pointer (bool as uint8,
     since numba's boolean is a 1-bit value in registers but a byte in memory; bfloat16 as
-    uint16, its bits)."""
+    uint16, its bits), but those at the positions ``scalars``, which are values (a row
+    count)."""
     import numpy as np
     from numba import types, from_dtype
     from ..dtypes import is_bfloat16
@@ -121,22 +143,24 @@ def pointer_signature(dtypes):
         if dt.kind == "b":
             return types.uint8
         return types.uint16 if is_bfloat16(dt) else from_dtype(dt)
-    return types.void(*[types.CPointer(element(dt)) for dt in dtypes])
+    return types.void(*[from_dtype(np.dtype(dt)) if i in scalars else
+                        types.CPointer(element(dt)) for i, dt in enumerate(dtypes)])
 
 
-def jit_kernel(source, name, simulator, launch_bounds=(1024,), pointer_dtypes=None):
+def jit_kernel(source, name, simulator, launch_bounds=(1024,), pointer_dtypes=None,
+               scalars=()):
     """A numba.cuda kernel object for the function ``name`` defined by ``source``.
 
     On a GPU it is compiled now, for raw-pointer parameters of ``pointer_dtypes``;
     ``launch_bounds`` tells the compiler the block size, so that it never uses more
-    registers than a block of that size can have.
+    registers than a block of that size can have; ``scalars``: as for pointer_signature.
     """
     from numba import cuda
     mod = load_source(source, name)
     fn = getattr(mod, name)
     if simulator:
         return cuda.jit(fn), mod.__numbamr_path__
-    sig = pointer_signature(pointer_dtypes)
+    sig = pointer_signature(pointer_dtypes, scalars)
     try:
         kernel = with_deep_stack(cuda.jit(sig, launch_bounds=tuple(launch_bounds)), fn)
     except Exception as e:

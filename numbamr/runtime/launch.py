@@ -13,7 +13,7 @@ import numpy as np
 from .. import dtypes, settings
 from ..errors import ArgumentError, DTypeError
 from . import arrays, binary, cudadriver, simmath
-from .compile import jit_kernel, source_path
+from .compile import code_text, jit_kernel, source_path
 from .device import CLUSTER_ARCH, arch, clusters_available
 
 
@@ -123,8 +123,11 @@ class Launcher:
         self.shared = lk.program.dynamic_shared
         # where each parameter comes from: ('leaf', arg position), ('out', i), ('tmp', name),
         # ('scratch', (what, size, dtype)): a split row's exchange buffers, made each launch
+        # ('const', n): a generic kernel's row count, the same for every launch of this
+        # signature
         self.params = [(("tmp", pos) if isinstance(pos, str) else ("leaf", pos))
                        if kind == "in" else ("scratch", pos + (dt,)) if kind == "scratch"
+                       else ("const", lk.kernel.nrows) if kind == "rows"
                        else tuple(lk.targets[pos]) for _, kind, dt, pos in lk.program.params]
         # a split row's exchanges: the simulator runs the kernel once per exchange and once
         # more (see Emitter.op_xsync)
@@ -132,8 +135,9 @@ class Launcher:
         self.simulator = simulator
         if simulator:
             self.kernel, self.path = jit_kernel(lk.sim_source, lk.name, True)
+            _SIM_BUILT.add(code_text(lk.sim_source))
             return
-        handle = self._compile(lk, [dt for _, _, dt, _ in lk.program.params])
+        handle = self._compile(lk)
         if lk.layout.cluster:
             _make_cluster(handle, lk)
         if lk.layout.persistent:
@@ -146,17 +150,30 @@ class Launcher:
                                     self.shared, lk.dependent and (not first or
                                                                    self.grid >= DEPENDENT_GRID))
 
-    def _compile(self, lk, dtypes):
-        """The kernel's driver handle: from the cubin cache, or compiled by numba (and then
-        stored in the cache)."""
-        key = binary.entry_key(lk.source, lk.name, lk.block, dtypes) \
+    def _compile(self, lk):
+        """The kernel's driver handle: built before in this process (for the same code, on
+        the same device), from the cubin cache, or compiled by numba (and then stored in
+        the cache)."""
+        memo = _code_key(lk), cudadriver.current_context().value
+        found = _HANDLES.get(memo)
+        if found is not None:
+            self.kernel, self.path, handle = found
+            return handle
+        handle = self._build(lk)
+        _HANDLES[memo] = (self.kernel, self.path, handle)
+        return handle
+
+    def _build(self, lk):
+        dtypes, scalars = _param_types(lk)
+        key = binary.entry_key(code_text(lk.source), lk.name, lk.launch_bounds,
+                               dtypes + [f"scalar {i}" for i in sorted(scalars)]) \
             if settings.current().cache else None
         handle = binary.load(key) if key else None
         if handle is not None:
             self.kernel, self.path = None, source_path(lk.source)
             return handle
         self.kernel, self.path = jit_kernel(lk.source, lk.name, False, lk.launch_bounds,
-                                            pointer_dtypes=dtypes)
+                                            pointer_dtypes=dtypes, scalars=scalars)
         library = next(iter(self.kernel.overloads.values()))._codelibrary
         handle = library.get_cufunc().handle
         if lk.layout.cluster:
@@ -174,6 +191,36 @@ class Launcher:
                 warnings.warn(f"numbamr: kernel {lk.name} not written to the disk cache "
                               f"({type(e).__name__}: {e})", RuntimeWarning, stacklevel=2)
         return int(handle)
+
+
+# (code key, context) -> (numba kernel or None, source path, driver handle): kernels built
+# in this process, shared by every signature whose kernel has the same code (a generic
+# kernel's, for each row count)
+_HANDLES = {}
+
+
+def _param_types(lk):
+    """The kernel's parameter dtypes and the positions of those passed by value."""
+    params = lk.program.params
+    return [dt for _, _, dt, _ in params], \
+        frozenset(i for i, (_, kind, _, _) in enumerate(params) if kind == "rows")
+
+
+def _code_key(lk):
+    dtypes, scalars = _param_types(lk)
+    return (code_text(lk.source), lk.name, lk.launch_bounds,
+            tuple(str(d) for d in dtypes), scalars)
+
+
+def built(lowered, simulator):
+    """Has this process built every kernel of ``lowered`` already (on the current device)?"""
+    if simulator:
+        return all(code_text(k.sim_source) in _SIM_BUILT for k in lowered.kernels)
+    context = cudadriver.current_context().value
+    return all((_code_key(k), context) in _HANDLES for k in lowered.kernels)
+
+
+_SIM_BUILT = set()          # code of the kernels run in the simulator so far
 
 
 def _check_coresident(handle, lk):
@@ -376,7 +423,8 @@ def _launch_all(compiled, leaves, ctx, outs):
             continue
         scratch = {i: _scratch(ctx, i) for src, i in launcher.params if src == "scratch"}
         if ctx.simulator:
-            args = [arrays.bits_view(arrays.host_buffer(leaves[i].array) if src == "leaf" else
+            args = [np.int64(i) if src == "const" else
+                    arrays.bits_view(arrays.host_buffer(leaves[i].array) if src == "leaf" else
                                      outs[i] if src == "out" else scratch[i] if
                                      src == "scratch" else temps[i].reshape(-1))
                     for src, i in launcher.params]
@@ -385,7 +433,7 @@ def _launch_all(compiled, leaves, ctx, outs):
                     simmath.PHASE[0] = phase
                     launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
         else:
-            ptrs = [leaves[i].array.base_ptr if src == "leaf" else
+            ptrs = [leaves[i].array.base_ptr if src == "leaf" else i if src == "const" else
                     outs[i] if src == "out" else _device_ptr(scratch[i]) if src == "scratch"
                     else _device_ptr(temps[i]) for src, i in launcher.params]
             launcher.launch(ptrs, ctx.stream)
@@ -455,7 +503,7 @@ class FastPath:
                     lines.append(f"    x{k}_{j} = empty(({size},), XD{k}_{j})")
                     if what == "flag":
                         lines.append(f"    MEMSET(x{k}_{j}.data.ptr, 0, {size}, s)")
-            ptrs = [f"args[{i}].data.ptr" if src == "leaf" else
+            ptrs = [f"args[{i}].data.ptr" if src == "leaf" else str(i) if src == "const" else
                     f"o{i}.data.ptr" if src == "out" else f"x{k}_{j}.data.ptr"
                     if src == "scratch" else f"t{temp_index[i]}.data.ptr"
                     for j, (src, i) in enumerate(l.params)]
