@@ -167,7 +167,8 @@ def main():
         return child(args.child, args.calls)
     lines = [f"Serving loop: {args.calls} calls, rows random in 1..8192, fresh process and "
              "caches per peer", "",
-             "| function | numbamr first pass (s) | kernels compiled | torch.compile(dynamic=True) (s) |",
+             "| function | numbamr first pass (s) | kernels compiled "
+             "| torch.compile(dynamic=True) (s) |",
              "|---|---|---|---|"]
     ours = run_peer("numbamr", args.calls)
     try:

@@ -394,8 +394,8 @@ def _key_change(old, new):
         (old_layout, old_where), (new_layout, new_where) = old[1:], new[1:]
         old_layout = (np.dtype(old_layout[0]).name,) + old_layout[1:]
         new_layout = (np.dtype(new_layout[0]).name,) + new_layout[1:]
-        parts = [f"{what} {a} -> {b}" for what, a, b in zip(_ARRAY_PARTS, old_layout,
-                                                           new_layout) if a != b]
+        parts = [f"{what} {a} -> {b}"
+                 for what, a, b in zip(_ARRAY_PARTS, old_layout, new_layout) if a != b]
         if old_where != new_where:
             parts.append(f"memory {old_where} -> {new_where}")
         return ", ".join(parts)

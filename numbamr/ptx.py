@@ -37,7 +37,8 @@ def inspect(entry, cc=(9, 0)):
     try:
         fn = getattr(load_source(entry["source"], entry["name"]), entry["name"])
         bounds = tuple(entry["launch_bounds"])
-        ptx, _ = with_deep_stack(lambda: cuda.compile_ptx(fn, _sig(entry["params"], entry.get("scalars", ())), cc=cc,
+        sig = _sig(entry["params"], entry.get("scalars", ()))
+        ptx, _ = with_deep_stack(lambda: cuda.compile_ptx(fn, sig, cc=cc,
                                                           launch_bounds=bounds))
         log = _ptxas_log(ptx, cc)
     except Exception as e:          # reported, not raised: the test names the kernel
