@@ -12,13 +12,13 @@ import threading
 import numpy as np
 
 from . import dtypes, settings, tune
-from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc
+from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc, is_users_exception
 from .graph import format_graph, verify_graph
 from .lowering import lower_built, split_into_cluster, KernelOptions
 from .runtime import arrays
 from .runtime.launch import prepare_leaves, run, make_launchers, FastPath, fast_key
 from .schedule import schedule, format_schedule
-from .trace import trace
+from .trace import trace, has_tracer, frozen_names
 
 
 class Lowered:
@@ -61,7 +61,7 @@ class _Leaf:
         except TypeError:
             raise ArgumentError(f"argument {self.name!r} is a {type(self.value).__name__}, which "
                                 "is neither an array nor a hashable static value") from None
-        return ("S", type(self.value).__name__, self.value)
+        return ("S", type(self.value).__name__, dtypes.static_key(self.value))
 
 
 class Compiled:
@@ -209,6 +209,8 @@ class JitFunction:
             fast = self._fast.get(fkey)
             if fast is not None:
                 return fast(args)
+        if has_tracer(args, kwargs):    # called by a function being traced: part of its trace
+            return self.fn(*args, **kwargs)
         stream = kwargs.pop("stream", None) if "stream" not in self._sig.parameters else None
         out = kwargs.pop("out", None) if "out" not in self._sig.parameters else None
         if out is not None:
@@ -269,6 +271,8 @@ class JitFunction:
                         raise self._compile_error(e.plain_message) from e
                     raise
                 except Exception as e:      # a bug in numbamr: say so, and where it was used
+                    if is_users_exception(e):
+                        raise               # the user's own code raised it (see trace.trace)
                     raise self._compile_error(
                         f"internal error while compiling ({type(e).__name__}: {e})") from e
                 self._cache[key] = compiled
@@ -289,6 +293,11 @@ def _log_recompile(fn, key):
                  if a != b]
         why = "; ".join(diffs) or "different arguments"
     print(f"numbamr: compiling {fn.__name__} ({why})", file=sys.stderr)
+    read, closure = frozen_names(fn.fn)
+    for what, names in (("globals", read), ("closure variables", closure)):
+        if names:
+            print(f"numbamr: {fn.__name__} read {what} at trace time (frozen): "
+                  f"{', '.join(names)}", file=sys.stderr)
 
 
 def out_arrays(out, leaves, ctx):
