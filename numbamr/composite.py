@@ -12,11 +12,13 @@ import numpy as np
 
 from . import dtypes
 from .errors import TraceError, ShapeError, user_loc
-from .trace import (Tracer, _traced, _prepare, _as_float, _const, _count, _wrap, _float_fmod,
-                    _no_out, _no_kw, normalize_axis, normalize_axes, absolute, add, amax, amin,
-                    any_, astype, broadcast_to, copysign, equal, floor, greater, less,
-                    logical_and, logical_or, mean, multiply, nan_skipping, not_equal, power,
-                    prod, reshape, sqrt, subtract, sum_, transpose, true_divide, var, where)
+from .trace import (Tracer, _traced, _prepare, _as_float, _const, _count, _finish,
+                    _float_fmod, _masked_count, _no_out, _no_kw, _wrap, normalize_axis,
+                    normalize_axes, absolute, add, amax, amin, any_, astype, broadcast_to,
+                    copysign, equal, floor, greater, less, less_equal, logical_and,
+                    logical_or, mean, multiply, nan_skipping, not_equal, power, prod,
+                    reduction_dtype, reshape, sqrt, subtract, sum_, transpose, true_divide,
+                    var, where)
 
 
 # ---- rounding -------------------------------------------------------------------------
@@ -350,19 +352,34 @@ def full_like(a, fill_value, dtype=None, order="K", subok=True, shape=None, **kw
 def nanprod(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True,
             **kw):
     x, mask = nan_skipping(x, where, "nanprod", out, kw)
-    return prod(x, axis, dtype, keepdims=keepdims, initial=initial, where=mask)
+    return prod(x, axis, reduction_dtype(dtype, "nanprod"), keepdims=keepdims, initial=initial,
+                where=mask)
 
 
 def nanvar(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
-    """The variance of the values that are not NaN (NaN where fewer than ddof + 1 are)."""
+    """The variance of the values that are not NaN: NaN where ddof or fewer are, as NumPy's
+    nanvar gives it (np.var divides by max(n - ddof, 0): inf there, or NaN for a zero sum,
+    and so does nanvar of integers, which have no NaN to skip)."""
     x, mask = nan_skipping(x, where, "nanvar", out, kw)
-    return var(x, axis, dtype, ddof=ddof, keepdims=keepdims, where=mask)
+    dtype = reduction_dtype(dtype, "nanvar")
+    if not dtypes.is_float(x.dtype):
+        return var(x, axis, dtype, ddof=ddof, keepdims=keepdims, where=mask)
+    axes = normalize_axes(axis, x.ndim)
+    v = var(x, axes, dtype, ddof=ddof, keepdims=True, where=mask)
+    return _finish(x.graph, _nan_where_few(v, _masked_count(x, axes, mask), ddof).node, axes,
+                   keepdims)
+
+
+def _nan_where_few(v, count, ddof):
+    """``v`` with NaN where ``count`` (a number or a traced array) is at most ``ddof``."""
+    return where(less_equal(count, ddof), np.nan, v)
 
 
 def nanstd(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
     _no_out(out, "nanstd")
     _no_kw(kw, "nanstd")
-    v = nanvar(x, axis, dtype, ddof=ddof, keepdims=keepdims, where=where)
+    v = nanvar(x, axis, reduction_dtype(dtype, "nanstd"), ddof=ddof, keepdims=keepdims,
+               where=where)
     return astype(sqrt(astype(v, dtypes.compute_dtype(v.dtype))), v.dtype)
 
 

@@ -1,4 +1,7 @@
-"""Which dtypes numbamr computes with, and numpy's promotion rules applied to them."""
+"""Which dtypes numbamr computes with, numpy's promotion rules applied to them, and static
+values as signature keys."""
+import struct
+
 import numpy as np
 
 from .errors import DTypeError
@@ -113,3 +116,28 @@ def identity(kind_name, dt):
             return dt.type(np.inf)
         return dt.type(True) if dt.kind == "b" else dt.type(np.iinfo(dt).max)
     raise ValueError(kind_name)
+
+
+def static_key(value):
+    """A static argument's value as a signature key that tells apart what a kernel does.
+
+    Python's ``==`` does not: ``0.0 == -0.0`` (``np.copysign(x, s)`` and ``1 / (x * s)``
+    differ) and ``nan != nan`` (a dict lookup of a NaN key misses, so every call would
+    compile again). So floats are keyed by their bits (with their repr, for the debug log),
+    NumPy scalars by their dtype and bytes, and the elements of tuples and frozensets each
+    with its type (``(1, True) == (True, 1)`` in Python)."""
+    if isinstance(value, np.generic):           # before float: np.float64 is a float
+        return (value.dtype.name, repr(value), value.tobytes())
+    if isinstance(value, float):
+        return ("float", repr(value), _float_bits(value))
+    if isinstance(value, complex):
+        return ("complex", repr(value), _float_bits(value.real), _float_bits(value.imag))
+    if isinstance(value, tuple):
+        return tuple((type(v).__name__, static_key(v)) for v in value)
+    if isinstance(value, frozenset):
+        return frozenset((type(v).__name__, static_key(v)) for v in value)
+    return value
+
+
+def _float_bits(value):
+    return struct.unpack("<Q", struct.pack("<d", value))[0]

@@ -35,6 +35,15 @@ class ArgumentError(NumbamrError, TypeError):
     """Wrong arguments to a jitted function: count, kinds, devices, out=."""
 
 
+class NumericError(NumbamrError, ValueError):
+    """A value NumPy refuses to compute with: an integer to a negative integer power."""
+
+
+class ScalarOverflowError(NumbamrError, OverflowError):
+    """A Python integer outside the range of the integer dtype it meets (NumPy 2 refuses
+    ``np.uint8 array + 300`` too)."""
+
+
 class FusionError(NumbamrError):
     """The program cannot be compiled into the kernels asked for.
 
@@ -104,3 +113,33 @@ def raised_by_user_code(exc):
         return None
     skip = (_PKG_DIR + os.sep, _numpy_dir() + os.sep)
     return next((_loc(c, n) for c, n in reversed(frames) if _is_users(c, skip)), None)
+
+
+def mark_users_exception(exc, loc):
+    """Let ``exc``, raised by the user's own code (at ``loc``) while numbamr traced it, reach
+    the caller as itself: a ``ValueError("bad")`` of theirs stays a ValueError, with a note
+    naming the function that was being traced."""
+    name = _traced_function_name(exc)
+    note = f"numbamr: raised while tracing {name} for compilation, at {loc}"
+    if hasattr(exc, "add_note"):
+        exc.add_note(note)
+    else:                                       # Python 3.10: no add_note (nor display)
+        exc.__notes__ = [*getattr(exc, "__notes__", ()), note]
+    exc._numbamr_users_exception = True
+
+
+def is_users_exception(exc):
+    """Whether ``exc`` was marked by ``mark_users_exception`` (not a bug in numbamr)."""
+    return getattr(exc, "_numbamr_users_exception", False)
+
+
+def _traced_function_name(exc):
+    """The outermost user function in ``exc``'s traceback: the one numbamr was tracing."""
+    skip = (_PKG_DIR + os.sep, _numpy_dir() + os.sep)
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if _is_users(code, skip):
+            return code.co_name
+        tb = tb.tb_next
+    return "the function"

@@ -14,14 +14,14 @@ import time
 import numpy as np
 
 from . import dtypes, settings, tune
-from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc
+from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc, is_users_exception
 from .graph import format_graph, verify_graph
 from .lowering import lower_built, split_into_cluster, KernelOptions
 from .runtime import arrays
 from .runtime.device import arch
 from .runtime.launch import prepare_leaves, run, make_launchers, FastPath, fast_key, built
 from .schedule import schedule, format_schedule
-from .trace import trace
+from .trace import trace, has_tracer, frozen_names
 
 
 class Lowered:
@@ -84,7 +84,7 @@ class _Leaf:
         except TypeError:
             raise ArgumentError(f"argument {self.name!r} is a {type(self.value).__name__}, which "
                                 "is neither an array nor a hashable static value") from None
-        return ("S", type(self.value).__name__, self.value)
+        return ("S", type(self.value).__name__, dtypes.static_key(self.value))
 
 
 class Compiled:
@@ -270,6 +270,8 @@ class JitFunction:
             fast = self._fast.get(fkey)
             if fast is not None:
                 return fast(args)
+        if has_tracer(args, kwargs):    # called by a function being traced: part of its trace
+            return self.fn(*args, **kwargs)
         stream = kwargs.pop("stream", None) if "stream" not in self._sig.parameters else None
         out = kwargs.pop("out", None) if "out" not in self._sig.parameters else None
         if out is not None:
@@ -335,6 +337,8 @@ class JitFunction:
                         raise self._compile_error(e.plain_message) from e
                     raise
                 except Exception as e:      # a bug in numbamr: say so, and where it was used
+                    if is_users_exception(e):
+                        raise               # the user's own code raised it (see trace.trace)
                     raise self._compile_error(
                         f"internal error while compiling ({type(e).__name__}: {e})") from e
                 self._cache[key] = compiled
@@ -368,6 +372,11 @@ def _log_compile(fn, key, leaves, lowered, built):
               "(nothing to compile)", file=sys.stderr)
     else:
         print(f"numbamr: compiling {fn.__name__}: {why}; {what}", file=sys.stderr)
+    read, closure = frozen_names(fn.fn)
+    for kind, names in (("globals", read), ("closure variables", closure)):
+        if names:
+            print(f"numbamr: {fn.__name__} read {kind} at trace time (frozen): "
+                  f"{', '.join(names)}", file=sys.stderr)
 
 
 def _why_new(fn, key, leaves):
@@ -385,6 +394,15 @@ def _why_new(fn, key, leaves):
     return "; ".join(diffs) or "different arguments"
 
 
+def _static_text(key):
+    """A static value's key as the value reads (a float's key holds its repr beside its bits,
+    see dtypes.static_key)."""
+    if isinstance(key, tuple) and len(key) >= 3 and isinstance(key[1], str) and \
+            isinstance(key[0], str):
+        return key[1]
+    return repr(key)
+
+
 _ARRAY_PARTS = ("dtype", "shape", "strides", "offset", "16-byte alignment")
 
 
@@ -400,7 +418,7 @@ def _key_change(old, new):
             parts.append(f"memory {old_where} -> {new_where}")
         return ", ".join(parts)
     if old[0] == new[0] == "S":
-        return f"{old[1]} {old[2]!r} -> {new[1]} {new[2]!r}"
+        return f"{old[1]} {_static_text(old[2])} -> {new[1]} {_static_text(new[2])}"
     return "an array where a static value was, or the other way"
 
 

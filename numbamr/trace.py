@@ -5,14 +5,16 @@ numpy ufuncs (``__array_ufunc__``) and numpy functions (``__array_function__``) 
 with numpy's broadcasting and dtype rules. Anything that would need a value at trace time
 (``if x.sum() > 0``) or would mutate an input raises a ``TraceError`` naming the user's line.
 """
+import math
 import numbers
+import operator
 import warnings
 
 import numpy as np
 
 from . import dtypes
-from .errors import (NumbamrError, TraceError, ShapeError, DTypeError, user_loc,
-                     raised_by_user_code)
+from .errors import (NumbamrError, TraceError, ShapeError, DTypeError, NumericError,
+                     ScalarOverflowError, user_loc, raised_by_user_code, mark_users_exception)
 from .graph import Graph
 from .ops import Op, ReduceKind
 
@@ -332,7 +334,10 @@ def broadcast_shapes(*shapes):
 def _to(graph, operand, dtype, shape):
     """Node of ``operand`` cast to ``dtype`` and broadcast to ``shape``."""
     if isinstance(operand, tuple):          # weak python scalar
-        return _const(graph, operand[1], dtype, shape)
+        try:
+            return _const(graph, operand[1], dtype, shape)
+        except OverflowError as e:          # a Python int outside an integer dtype (NumPy 2)
+            raise ScalarOverflowError(str(e), user_loc()) from None
     n = cast_node(graph, operand, dtype)
     return expand_node(graph, n, shape)
 
@@ -406,6 +411,10 @@ def _elementwise(op, values, dtype_rule, name):
     common = _result_type(operands)
     in_dtype, out_dtype = dtype_rule(common, operands)
     shape = broadcast_shapes(*[o.shape for o in operands if not isinstance(o, tuple)])
+    if dtype_rule is _compare_rule and in_dtype.kind in "iu":
+        known = _compared_outside_range(op, operands, in_dtype)
+        if known is not None:
+            return _wrap(graph, _const(graph, known, dtypes.BOOL, shape))
     srcs = [_to(graph, o, in_dtype, shape) for o in operands]
     if op is None:                           # identity (e.g. positive)
         return _wrap(graph, srcs[0])
@@ -442,6 +451,23 @@ def _true_div_rule(common, operands):
 
 def _compare_rule(common, operands):
     return common, dtypes.BOOL
+
+
+_PY_COMPARE = {Op.LT: operator.lt, Op.LE: operator.le, Op.GT: operator.gt, Op.GE: operator.ge,
+               Op.EQ: operator.eq, Op.NE: operator.ne}
+
+
+def _compared_outside_range(op, operands, dtype):
+    """The outcome of comparing integers of ``dtype`` with a Python int outside its range,
+    the same for every element (NumPy 2 compares them exactly: ``int8 array < 1000`` is
+    all True); None when no operand is such an int."""
+    info = np.iinfo(dtype)
+    for i, o in enumerate(operands):
+        if isinstance(o, tuple) and isinstance(o[1], int) and not info.min <= o[1] <= info.max:
+            sides = [0, 0]                  # any element of the array: inside the range
+            sides[i] = math.inf if o[1] > info.max else -math.inf
+            return _PY_COMPARE[op](*sides)
+    return None
 
 
 def _bool_rule(common, operands):
@@ -561,7 +587,23 @@ def power(a, b):
             return positive(a)
         if b == 0.5 and dtypes.is_float(_result_type_of(a, b)):
             return sqrt(a)
-    return _elementwise(Op.POW, (a, b), _numeric_rule("power"), "power")
+    return _elementwise(Op.POW, (a, b), _power_rule, "power")
+
+
+def _power_rule(common, operands):
+    """An integer to a constant negative integer power is refused, as NumPy refuses it. An
+    array exponent's negative values cannot be refused (a kernel does not raise): there the
+    kernel computes what numba's integer power gives, where NumPy raises ValueError."""
+    _numeric_rule("power")(common, operands)
+    exponent = operands[1]
+    weak = isinstance(exponent, tuple)
+    value = exponent[1] if weak else exponent.arg if exponent.op is Op.CONST else None
+    # an unsigned result with a negative Python int: the int overflows first (as in NumPy)
+    if common.kind == "i" or (common.kind == "u" and not weak):
+        if isinstance(value, numbers.Real) and value < 0:
+            raise NumericError("Integers to negative integer powers are not allowed.",
+                               user_loc())
+    return common, common
 
 
 def positive(x):
@@ -923,27 +965,38 @@ def _empty_check(x, axes, name):
 
 # ---- masks (where=) and starting values (initial=), as NumPy's reductions take them ------
 def _masked(x, mask, fill, name):
-    """``x`` where the ``where=`` mask is true and ``fill`` elsewhere: a traced bool array that
-    broadcasts to ``x``'s shape (or an array constant numbamr.constant computes), or a bool."""
+    """``x`` where the ``where=`` mask is true and ``fill`` elsewhere."""
+    mask = checked_mask(x, mask, name)
+    return x if mask is True else where(mask, x, fill)
+
+
+def checked_mask(x, mask, name):
+    """The ``where=`` mask of reduction ``name`` of ``x``: a traced bool array that broadcasts
+    to ``x``'s shape (or an array constant numbamr.constant computes), or a bool. Any other
+    dtype is a TypeError (a TraceError), as NumPy raises it: it casts no mask to bool."""
     if mask is True:
-        return x
-    if isinstance(mask, np.ndarray) and mask.ndim:
+        return mask
+    if isinstance(mask, np.ndarray) and mask.ndim == 0:
+        mask = mask[()]
+    if isinstance(mask, np.ndarray):
         mask = _wrap(x.graph, _operand(mask, x.graph, f"the mask of {name}"))
+    if isinstance(mask, (Tracer, np.generic)) and mask.dtype.kind != "b":
+        raise TraceError(f"{name}(where=...): the mask has dtype {mask.dtype}; it must be "
+                         "bool", user_loc())
     if isinstance(mask, Tracer):
-        if mask.dtype.kind != "b":
-            raise TraceError(f"{name}(where=...): the mask has dtype {mask.dtype}; it must be "
-                             "bool", user_loc())
         if broadcast_shapes(mask.shape, x.shape) != x.shape:
             raise ShapeError(f"{name}(where=...): a mask of shape {mask.shape} does not "
                              f"broadcast to the array's shape {x.shape}", user_loc())
     elif not isinstance(mask, (bool, np.bool_)):
         raise TraceError(f"{name}(where=...) takes a traced bool array or a bool, not "
                          f"{type(mask).__name__}", user_loc())
-    return where(mask, x, fill)
+    return True if mask is np.True_ else mask
 
 
 def _initial(initial, dt, reduction, name):
     """``initial`` as a scalar of ``dt``, or the error NumPy's ``reduction`` raises for it."""
+    if isinstance(initial, np.ndarray) and initial.ndim == 0:
+        initial = initial[()]
     if not isinstance(initial, (bool, int, float, np.generic)):
         raise TraceError(f"{name}(initial=...) takes a number, not {type(initial).__name__}",
                          user_loc())
@@ -961,7 +1014,7 @@ def _accumulate(x, axis, dtype, keepdims, kind, name, mask=True, initial=None):
     masked values count as 0 (sum) or 1 (prod), ``initial`` joins the result."""
     x = _prepare(x, name)
     axes = normalize_axes(axis, x.ndim)
-    res_dt = np.dtype(dtype) if dtype is not None else dtypes.sum_dtype(x.dtype)
+    res_dt = reduction_dtype(dtype, name) if dtype is not None else dtypes.sum_dtype(x.dtype)
     acc_dt = dtypes.compute_dtype(res_dt)
     x = _masked(x, mask, 0 if kind is ReduceKind.SUM else 1, name)
     g = x.graph
@@ -1055,11 +1108,17 @@ def _count(x, axes):
     return int(np.prod([x.shape[a] for a in axes], dtype=np.int64))
 
 
-def _mean_dtype(x, dtype):
+def reduction_dtype(dtype, name):
+    """A reduction's ``dtype=`` argument as a dtype numbamr computes in, or a DTypeError
+    naming the argument (complex, object, strings, unknown names)."""
+    return None if dtype is None else _check_dtype(dtype, f"the dtype= argument of {name}")
+
+
+def _mean_dtype(x, dtype, name):
     """numpy's result dtype of mean/var/std: the one asked for, else floats keep theirs and
     integers and bools give float64."""
     if dtype is not None:
-        return np.dtype(dtype)
+        return reduction_dtype(dtype, name)
     return x.dtype if dtypes.is_float(x.dtype) else dtypes.FLOAT64
 
 
@@ -1077,7 +1136,7 @@ def mean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=True, **kw
     _no_kw(kw, "mean")
     x = _prepare(x, "mean")
     axes = normalize_axes(axis, x.ndim)
-    res_dt = _mean_dtype(x, dtype)
+    res_dt = _mean_dtype(x, dtype, "mean")
     acc_dt = dtypes.compute_dtype(res_dt)
     s = sum_(astype(x, acc_dt), axes, keepdims=True, where=where)
     m = true_divide(s, astype(_masked_count(x, axes, where), acc_dt))
@@ -1101,13 +1160,15 @@ def nan_skipping(x, mask, name, out, kw):
     _no_out(out, name)
     _no_kw(kw, name)
     x = _prepare(x, name)
+    mask = checked_mask(x, mask, name)      # before it joins the NaN test, which would cast it
     return x, (not_nan(x, mask) if dtypes.is_float(x.dtype) else mask)
 
 
 def nansum(x, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=True,
            **kw):
     x, mask = nan_skipping(x, where, "nansum", out, kw)
-    return sum_(x, axis, dtype, keepdims=keepdims, initial=initial, where=mask)
+    return sum_(x, axis, reduction_dtype(dtype, "nansum"), keepdims=keepdims, initial=initial,
+                where=mask)
 
 
 def _nan_minmax(x, axis, keepdims, name, fill, reduce, initial, mask, out, kw):
@@ -1131,7 +1192,7 @@ def nanmin(x, axis=None, out=None, keepdims=False, initial=None, where=True, **k
 def nanmean(x, axis=None, dtype=None, out=None, keepdims=False, *, where=True, **kw):
     """The mean of the values that are not NaN (NaN where there are none)."""
     x, mask = nan_skipping(x, where, "nanmean", out, kw)
-    return mean(x, axis, dtype, keepdims=keepdims, where=mask)
+    return mean(x, axis, reduction_dtype(dtype, "nanmean"), keepdims=keepdims, where=mask)
 
 
 def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
@@ -1139,7 +1200,7 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
     _no_kw(kw, "var")
     x = _prepare(x, "var")
     axes = normalize_axes(axis, x.ndim)
-    res_dt = _mean_dtype(x, dtype)
+    res_dt = _mean_dtype(x, dtype, "var")
     acc_dt = dtypes.compute_dtype(res_dt)
     xf = astype(x, acc_dt)
     d = subtract(xf, mean(xf, axes, keepdims=True, where=where))
@@ -1152,7 +1213,7 @@ def var(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Tru
 def std(x, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=True, **kw):
     _no_out(out, "std")
     _no_kw(kw, "std")
-    v = var(x, axis, dtype, ddof=ddof, keepdims=True, where=where)
+    v = var(x, axis, reduction_dtype(dtype, "std"), ddof=ddof, keepdims=True, where=where)
     acc = sqrt(astype(v, dtypes.compute_dtype(v.dtype)))
     axes = normalize_axes(axis, x.ndim)
     return _finish(x.graph, astype(acc, v.dtype).node, axes, keepdims)
@@ -1306,12 +1367,62 @@ def trace(call, specs):
         result = call(args)
     except NumbamrError:
         raise
-    except Exception as e:      # raised in the user's code: name it there, not as numbamr's bug
+    except Exception as e:      # raised in the user's code: theirs, not a bug of numbamr
         loc = raised_by_user_code(e)
-        if loc is None:
-            raise
-        raise TraceError(f"the function raised {type(e).__name__}: {e}", loc) from e
+        if loc is not None:
+            mark_users_exception(e, loc)
+        raise
     return graph, *flatten_outputs(graph, result)
+
+
+def has_tracer(args, kwargs):
+    """Whether a call's arguments hold a traced array: a jitted function called by one being
+    traced, whose trace it then joins (its Python function runs on the Tracers)."""
+    return any(_holds_tracer(a) for a in args) or any(_holds_tracer(v) for v in kwargs.values())
+
+
+def _holds_tracer(value):
+    if isinstance(value, (tuple, list)):
+        return any(_holds_tracer(v) for v in value)
+    if isinstance(value, dict):
+        return any(_holds_tracer(v) for v in value.values())
+    return isinstance(value, Tracer)
+
+
+def frozen_names(fn):
+    """(globals, closure variables) that ``fn``'s code reads and that hold data rather than
+    modules or callables: their values at trace time are compiled into the kernel and later
+    changes are not seen (NUMBAMR_DEBUG=1 lists them). Found from the code objects (``fn``'s
+    and those nested in it: lambdas, comprehensions), not from a run, so a name read only on
+    a path the trace did not take is listed too."""
+    fn = getattr(fn, "func", fn)                    # functools.partial
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return [], []
+    scope = getattr(fn, "__globals__", {})
+    names = [n for c in _code_objects(code) for n in c.co_names
+             if n in scope and _is_data(scope[n])]
+    cells = zip(code.co_freevars, getattr(fn, "__closure__", None) or ())
+    closure = [n for n, cell in cells if _is_data(_cell_value(cell))]
+    return list(dict.fromkeys(names)), closure
+
+
+def _code_objects(code):
+    yield code
+    for c in code.co_consts:
+        if isinstance(c, type(code)):
+            yield from _code_objects(c)
+
+
+def _cell_value(cell):
+    try:
+        return cell.cell_contents
+    except ValueError:              # a variable not yet assigned
+        return None
+
+
+def _is_data(value):
+    return value is not None and not callable(value) and not isinstance(value, type(np))
 
 
 def flatten_outputs(graph, result):

@@ -190,8 +190,11 @@ def host_buffer(arg):
         return np.empty(0, arg.dtype)
     # flip axes with negative strides so that element (0, ..., 0) is the lowest address
     low = arr[tuple(slice(None, None, -1) if s < 0 else slice(None) for s in arr.strides)]
-    return np.lib.stride_tricks.as_strided(low, shape=(arg.span,), strides=(arg.dtype.itemsize,),
-                                           writeable=arr.flags.writeable)
+    buf = np.lib.stride_tricks.as_strided(low, shape=(arg.span,), strides=(arg.dtype.itemsize,),
+                                          writeable=arr.flags.writeable)
+    # numba's simulator copies every argument back after a kernel: a read-only one (an
+    # np.broadcast_to view, setflags(write=False)) could not take it, so it gets a copy
+    return buf if arr.flags.writeable else buf.copy()
 
 
 def bits_view(arr):

@@ -556,8 +556,10 @@ def fast_key(args):
         if type(a) is nd:
             data = a.data
             key.append((a.dtype.char, a.shape, a.strides, data.ptr & 15, data.device_id))
-        elif isinstance(a, (int, float, bool, str, type(None))):
+        elif isinstance(a, (int, bool, str, type(None))):
             key.append((type(a), a))
+        elif isinstance(a, float):      # by its bits: 0.0 == -0.0 and nan != nan
+            key.append((type(a), dtypes.static_key(a)))
         else:
             return None
     return tuple(key)
