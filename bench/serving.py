@@ -4,10 +4,10 @@
 
 1. The serving loop: ``--calls`` calls whose row count is drawn at random from 1..8192
    (the same draws for every peer), of rmsnorm over float16 rows of 4096 and of softmax
-   over float32 rows of 32000. Each peer runs in a fresh process with empty caches (its
-   disk cache in a new temporary folder): the time from the first call to the last one's
-   completion, and how many kernels were compiled. Peers: numbamr (default ``dynamic``)
-   and torch.compile(dynamic=True).
+   over float32 rows of 32000. Each peer runs each function in a fresh process with empty
+   caches (its disk cache in a new temporary folder), as a new user's program would: the
+   time from the first call to the last one's completion, and how many distinct kernels
+   were compiled. Peers: numbamr (default ``dynamic``) and torch.compile(dynamic=True).
 2. Generic against per-shape kernels at the suite's shapes: GB/s of each (same process,
    interleaved), so that a kernel generic in its rows is seen to lose nothing.
 """
@@ -34,7 +34,7 @@ def draws(calls, seed=0):
 
 # ---- one peer's serving loop, in its own process -------------------------------------------
 
-def numbamr_loop(rows):
+def numbamr_loop(rows, which):
     import cupy as cp
     import numbamr as nm
 
@@ -49,21 +49,19 @@ def numbamr_loop(rows):
         e = np.exp(x - x.max(axis=-1, keepdims=True))
         return e / e.sum(axis=-1, keepdims=True)
 
-    w = cp.ones(HIDDEN, cp.float16)
-    xs = [cp.random.standard_normal((n, HIDDEN), cp.float32).astype(cp.float16) for n in rows]
-    ls = [cp.random.standard_normal((n, VOCAB), cp.float32) for n in rows]
+    if which == "rmsnorm":
+        fn, w = rmsnorm, cp.ones(HIDDEN, cp.float16)
+        calls = [(cp.random.standard_normal((n, HIDDEN), cp.float32).astype(cp.float16), w)
+                 for n in rows]
+    else:
+        fn = softmax
+        calls = [(cp.random.standard_normal((n, VOCAB), cp.float32),) for n in rows]
     cp.cuda.runtime.deviceSynchronize()
-    compiles = {}
-    result = {}
-    for name, fn, args in (("rmsnorm", rmsnorm, [(x, w) for x in xs]),
-                           ("softmax", softmax, [(x,) for x in ls])):
-        t0 = time.perf_counter()
-        for a in args:
-            fn(*a)
-        cp.cuda.runtime.deviceSynchronize()
-        result[name] = time.perf_counter() - t0
-        compiles[name] = _numbamr_compiles(fn)
-    return result, compiles
+    t0 = time.perf_counter()
+    for a in calls:
+        fn(*a)
+    cp.cuda.runtime.deviceSynchronize()
+    return time.perf_counter() - t0, _numbamr_compiles(fn)
 
 
 def _numbamr_compiles(fn):
@@ -73,7 +71,7 @@ def _numbamr_compiles(fn):
     return len(codes)
 
 
-def torch_loop(rows):
+def torch_loop(rows, which):
     import torch
     torch._dynamo.config.cache_size_limit = 64
 
@@ -84,36 +82,33 @@ def torch_loop(rows):
     def softmax(x):
         return torch.softmax(x, dim=-1)
 
-    crms = torch.compile(rmsnorm, dynamic=True)
-    csm = torch.compile(softmax, dynamic=True)
-    w = torch.ones(HIDDEN, dtype=torch.float16, device="cuda")
-    xs = [torch.randn(n, HIDDEN, device="cuda").half() for n in rows]
-    ls = [torch.randn(n, VOCAB, device="cuda") for n in rows]
+    if which == "rmsnorm":
+        fn, w = torch.compile(rmsnorm, dynamic=True), \
+            torch.ones(HIDDEN, dtype=torch.float16, device="cuda")
+        calls = [(torch.randn(n, HIDDEN, device="cuda").half(), w) for n in rows]
+    else:
+        fn = torch.compile(softmax, dynamic=True)
+        calls = [(torch.randn(n, VOCAB, device="cuda"),) for n in rows]
     torch.cuda.synchronize()
-    result, compiles = {}, {}
-    for name, fn, args in (("rmsnorm", crms, [(x, w) for x in xs]),
-                           ("softmax", csm, [(x,) for x in ls])):
-        t0 = time.perf_counter()
-        for a in args:
-            fn(*a)
-        torch.cuda.synchronize()
-        result[name] = time.perf_counter() - t0
-        compiles[name] = None
-    return result, compiles
+    t0 = time.perf_counter()
+    for a in calls:
+        fn(*a)
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0, None
 
 
-def child(peer, calls):
-    rows = draws(calls)
-    result, compiles = (numbamr_loop if peer == "numbamr" else torch_loop)(rows)
-    print(json.dumps({"seconds": result, "compiles": compiles}))
+def child(peer, which, calls):
+    seconds, compiles = (numbamr_loop if peer == "numbamr" else torch_loop)(draws(calls), which)
+    print(json.dumps({"seconds": seconds, "compiles": compiles}))
 
 
-def run_peer(peer, calls):
+def run_peer(peer, which, calls):
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, NUMBAMR_CACHE_DIR=os.path.join(tmp, "numbamr"),
                    TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
                    TRITON_CACHE_DIR=os.path.join(tmp, "triton"))
-        proc = subprocess.run([sys.executable, __file__, "--child", peer, "--calls", str(calls)],
+        proc = subprocess.run([sys.executable, __file__, "--child", peer, which,
+                               "--calls", str(calls)],
                               capture_output=True, text=True, env=env, timeout=1200)
     if proc.returncode != 0:
         raise RuntimeError(f"{peer}: {proc.stderr[-3000:]}")
@@ -159,27 +154,25 @@ def generic_vs_static(log):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--calls", type=int, default=40)
-    ap.add_argument("--child")
+    ap.add_argument("--child", nargs=2, metavar=("PEER", "FUNCTION"))
     ap.add_argument("--out")
     ap.add_argument("--skip-generic", action="store_true")
     args = ap.parse_args()
     if args.child:
-        return child(args.child, args.calls)
-    lines = [f"Serving loop: {args.calls} calls, rows random in 1..8192, fresh process and "
-             "caches per peer", "",
+        return child(*args.child, args.calls)
+    lines = [f"Serving loop: {args.calls} calls, rows random in 1..8192, a fresh process and "
+             "caches per peer and function", "",
              "| function | numbamr first pass (s) | kernels compiled "
              "| torch.compile(dynamic=True) (s) |",
              "|---|---|---|---|"]
-    ours = run_peer("numbamr", args.calls)
-    try:
-        theirs = run_peer("torch", args.calls)["seconds"]
-    except Exception as e:      # a missing peer is reported, not fatal
-        print(f"torch.compile: {e}", file=sys.stderr)
-        theirs = {}
     for name in ("rmsnorm", "softmax"):
-        peer = f"{theirs[name]:.2f}" if name in theirs else "-"
-        lines.append(f"| {name} | {ours['seconds'][name]:.2f} | {ours['compiles'][name]} | "
-                     f"{peer} |")
+        ours = run_peer("numbamr", name, args.calls)
+        try:
+            peer = f"{run_peer('torch', name, args.calls)['seconds']:.2f}"
+        except Exception as e:      # a missing peer is reported, not fatal
+            print(f"torch.compile: {e}", file=sys.stderr)
+            peer = "-"
+        lines.append(f"| {name} | {ours['seconds']:.2f} | {ours['compiles']} | {peer} |")
     print("\n".join(lines), flush=True)
     if not args.skip_generic:
         lines += ["", "Kernels generic in their rows against kernels for each shape (GB/s)", "",
