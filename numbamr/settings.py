@@ -1,12 +1,19 @@
 """Settings read from environment variables, each with a type and a default.
 
-NUMBAMR_CACHE_DIR   where generated kernel sources and compiled kernels are kept
-NUMBAMR_CACHE       0 turns the disk cache off (default 1)
+NUMBAMR_CACHE_DIR   where generated kernel sources and compiled kernels are kept (default
+                    ~/.cache/numbamr; made with mode 0700; a directory another user owns or
+                    others may write is refused, and numbamr then runs from memory)
+NUMBAMR_CACHE       0 turns the disk cache off: nothing is written to disk (default 1)
+NUMBAMR_CACHE_MAX_MB  the most the disk cache holds, in MiB; after a write beyond it the least
+                    recently used entries are removed (default 1024)
 NUMBAMR_DEBUG       1 logs why each call compiled anew (default 0)
-NUMBAMR_MAX_SIGNATURES  compiled signatures kept per function (least recently used go; 64)
+NUMBAMR_MAX_SIGNATURES  compiled signatures kept per function, and generated kernel modules
+                    kept per process (least recently used go; default 64)
 """
 import os
 from dataclasses import dataclass
+
+from .errors import ArgumentError
 
 
 def _bool(name, default):
@@ -16,9 +23,18 @@ def _bool(name, default):
     return raw.strip().lower() not in ("0", "false", "no", "off")
 
 
-def _int(name, default):
+def _number(name, default, kind, least):
     raw = os.environ.get(name)
-    return default if raw in (None, "") else int(raw)
+    if raw in (None, ""):
+        return default
+    try:
+        value = kind(raw)
+    except ValueError:
+        value = None
+    if value is None or not value >= least:
+        raise ArgumentError(f"the environment variable {name}={raw!r} is not "
+                            f"{'an integer' if kind is int else 'a number'} >= {least}")
+    return value
 
 
 def _str(name, default):
@@ -30,6 +46,7 @@ def _str(name, default):
 class Settings:
     cache_dir: str
     cache: bool
+    cache_max_mb: float
     debug: bool
     max_signatures: int
 
@@ -40,8 +57,9 @@ def current():
     return Settings(
         cache_dir=_str("NUMBAMR_CACHE_DIR", default_dir),
         cache=_bool("NUMBAMR_CACHE", True),
+        cache_max_mb=_number("NUMBAMR_CACHE_MAX_MB", 1024, float, 0),
         debug=_bool("NUMBAMR_DEBUG", False),
-        max_signatures=_int("NUMBAMR_MAX_SIGNATURES", 64),
+        max_signatures=_number("NUMBAMR_MAX_SIGNATURES", 64, int, 1),
     )
 
 

@@ -21,10 +21,10 @@ import warnings
 
 import numpy as np
 
-from . import dtypes, settings
+from . import dtypes
 from .errors import NumbamrError
 from .lowering import KernelOptions
-from .runtime import cudadriver, device
+from .runtime import cudadriver, device, diskcache
 from .runtime.launch import make_launchers, run
 
 TIME_PER_ROUND = 0.01   # seconds of calls a timing round takes (at least 3, at most 200)
@@ -237,8 +237,9 @@ def _agree(got, want, specs):
 # ---- the disk cache ------------------------------------------------------------------------
 
 def _cache_path(lowered, forced):
-    s = settings.current()
-    if not s.cache:
+    """The file of this choice in ``<cache>/tune``, or None without a usable disk cache."""
+    d = diskcache.part("tune")
+    if d is None:
         return None
     from . import __version__
     h = hashlib.sha256()
@@ -246,18 +247,21 @@ def _cache_path(lowered, forced):
             [k.source for k in lowered.kernels]:
         h.update(part.encode())
         h.update(b"\0")
-    return os.path.join(s.cache_dir, "tune", h.hexdigest()[:32] + ".json")
+    return os.path.join(d, h.hexdigest()[:32] + ".json")
+
+
+MAX_RECORD_BYTES = 1 << 20      # a choice and its timings take a few hundred bytes
 
 
 def _read(path):
     """The options chosen before ({} for the heuristics'), or None if not tuned."""
-    if path is None or not os.path.exists(path):
+    data = diskcache.read(path, MAX_RECORD_BYTES) if path else None
+    if data is None:
         return None
     try:
-        with open(path) as f:
-            options = dict(json.load(f)["options"])
+        options = dict(json.loads(data)["options"])
         KernelOptions(**options)
-    except (OSError, ValueError, KeyError, TypeError, NumbamrError):   # unreadable: tune again
+    except (ValueError, KeyError, TypeError, NumbamrError):   # unreadable: tune again
         return None
     return options
 
@@ -265,9 +269,6 @@ def _read(path):
 def _write(path, choice, times, about):
     if path is None:
         return
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    tmp = f"{path}.{os.getpid()}.tmp"
-    with open(tmp, "w") as f:
-        json.dump({**about, "options": choice, "gpu": cudadriver.device_name(),
-                   "seconds_per_call": times}, f, indent=1)
-    os.replace(tmp, path)
+    record = {**about, "options": choice, "gpu": cudadriver.device_name(),
+              "seconds_per_call": times}
+    diskcache.write(path, json.dumps(record, indent=1).encode())

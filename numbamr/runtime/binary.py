@@ -2,21 +2,22 @@
 
 numba's own cache still has to build its typing context and look the kernel up, which is most
 of a second in a new process; a cubin file and ``cuModuleLoadData`` take about a millisecond.
-An entry is keyed by the emitted source, the kernel's parameter types and block size, the
-numba and numba-cuda installations and the device's compute capability. Each file starts with a
-header naming the kernel's entry symbol and the SHA-256 of the image, so a truncated or
-corrupted file is seen (and rewritten), never loaded.
+An entry's key names the emitted source (its SHA-256), the kernel's name, parameter types and
+block size, the numba and numba-cuda installations and the device's compute capability; the
+file is named by the key's hash. Each file starts with a header line naming the whole key,
+the kernel's entry symbol and the SHA-256 of the image, so a truncated or corrupted file, or
+one that belongs to another key, is seen (and rewritten), never loaded.
 """
 import functools
 import hashlib
 import importlib.util
+import json
 import os
 
-from . import cudadriver
-from .compile import write_atomic
-from .. import settings
+from . import cudadriver, diskcache
 
-MAGIC = b"NUMBAMR-CUBIN-1"
+MAGIC = b"NUMBAMR-CUBIN-2"
+MAX_BYTES = 256 << 20       # larger than any cubin; a bigger file is not an entry
 
 
 @functools.lru_cache(maxsize=1)
@@ -35,36 +36,43 @@ def _versions():
 
 def entry_key(source, name, block, dtypes):
     """The cache key of one kernel on the current device (device 0's primary context is made
-    current if the thread has none); None when no device can be made current."""
+    current if the thread has none), as text; None when no device can be made current."""
     device = cudadriver.current_device()
     if device is None:
         return None
-    text = "\n".join([source, name, str(block), " ".join(str(d) for d in dtypes),
-                      _versions(), f"sm_{device[1][0]}{device[1][1]}"])
-    return hashlib.sha256(text.encode()).hexdigest()[:32]
+    return " ".join([f"source={hashlib.sha256(source.encode()).hexdigest()}", f"name={name}",
+                     f"block={block}", "params=" + ",".join(str(d) for d in dtypes),
+                     _versions(), f"arch=sm_{device[1][0]}{device[1][1]}"])
 
 
 def _path(key):
-    d = os.path.join(settings.current().cache_dir, "bin")
-    os.makedirs(d, exist_ok=True)
-    return os.path.join(d, f"{key}.cubin")
+    """The file of ``key`` in the cache, or None when there is no usable cache."""
+    d = diskcache.part("bin")
+    if d is None:
+        return None
+    return os.path.join(d, hashlib.sha256(key.encode()).hexdigest()[:32] + ".cubin")
 
 
 def read(key):
-    """(entry symbol, cubin bytes) stored under ``key``; None when missing, truncated or
-    corrupted (the caller compiles and stores it anew)."""
-    try:
-        with open(_path(key), "rb") as f:
-            data = f.read()
-    except OSError:
+    """(entry symbol, cubin bytes) stored under ``key``; None when missing, truncated,
+    corrupted, stored for another key or not a regular file (the caller compiles and
+    stores it anew)."""
+    path = _path(key)
+    data = diskcache.read(path, MAX_BYTES) if path else None
+    if data is None:
         return None
     header, sep, image = data.partition(b"\n")
-    parts = header.split(b" ")
-    if not sep or len(parts) != 3 or parts[0] != MAGIC:
+    magic, _, fields = header.partition(b" ")
+    if not sep or magic != MAGIC:
         return None
-    if hashlib.sha256(image).hexdigest().encode() != parts[2]:
+    try:
+        fields = json.loads(fields)
+        ok = fields["key"] == key and \
+            fields["sha256"] == hashlib.sha256(image).hexdigest()
+        entry = fields["entry"]
+    except (ValueError, KeyError, TypeError):
         return None
-    return parts[1].decode(), image
+    return (entry, image) if ok and isinstance(entry, str) else None
 
 
 def load(key):
@@ -83,6 +91,11 @@ def image_bytes(image):
 
 
 def store(key, entry, image):
+    """Keep ``image`` under ``key``; False when the cache cannot take it (said once)."""
     image = image_bytes(image)
-    header = b" ".join([MAGIC, entry.encode(), hashlib.sha256(image).hexdigest().encode()])
-    write_atomic(_path(key), header + b"\n" + image)
+    path = _path(key)
+    if path is None:
+        return False
+    fields = {"key": key, "entry": entry, "sha256": hashlib.sha256(image).hexdigest()}
+    header = MAGIC + b" " + json.dumps(fields).encode()
+    return diskcache.write(path, header + b"\n" + image)

@@ -1,37 +1,29 @@
-"""Compiling emitted source: write it to the cache directory, import it, hand it to numba.
+"""Compiling emitted source: run it as a module of its own, hand it to numba.
 
-Importing from a real file (rather than ``exec``) puts the generated line in every traceback
-and in numba's error messages. Compiled kernels are cached on disk by numbamr itself (cubins,
-see ``runtime.binary``), so numba's own cache is not asked to write them again.
+The source is saved as ``<cache>/src/gen_<hash>.py`` (so a user can read it) and compiled
+from the text held in memory under that file's name: tracebacks and numba's error messages
+show the generated lines (the text is registered with ``linecache``), and nothing planted in
+the cache (a changed file, ``__pycache__`` bytecode) is ever run. Without a usable disk cache
+the module gets a pseudo file name and runs all the same. Compiled kernels are cached on disk
+by numbamr itself (cubins, see ``runtime.binary``), so numba's own cache is not asked to
+write them again.
 """
 import hashlib
-import importlib.util
 import io
+import linecache
 import os
 import sys
-import tempfile
 import threading
 import tokenize
+import types
 
+from . import diskcache
 from .. import settings
 from ..errors import CompileError
 
 _lock = threading.Lock()
-_modules = {}
-
-
-def source_dir():
-    d = os.path.join(settings.current().cache_dir, "src")
-    os.makedirs(d, exist_ok=True)
-    return d
-
-
-def write_atomic(path, data):
-    """Write ``data`` (str or bytes) so that readers see the old file or the whole new one."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp_")
-    with os.fdopen(fd, "wb" if isinstance(data, bytes) else "w") as f:
-        f.write(data)
-    os.replace(tmp, path)
+_modules = {}       # digest -> module, least recently used first; NUMBAMR_MAX_SIGNATURES kept
+write_atomic = diskcache.write_atomic
 
 
 def _digest(source):
@@ -39,42 +31,80 @@ def _digest(source):
 
 
 def _save_source(source, digest):
-    path = os.path.join(source_dir(), f"gen_{digest}.py")
-    try:
-        with open(path) as f:
-            ok = f.read() == source
-    except OSError:
-        ok = False
-    if not ok:                      # missing, truncated or corrupted: write it anew
-        write_atomic(path, source)
-    return path
+    """The path of ``source`` in the cache, written anew unless the file holds exactly it;
+    None when there is no usable cache."""
+    d = diskcache.part("src")
+    if d is None:
+        return None
+    path = os.path.join(d, f"gen_{digest}.py")
+    data = source.encode()
+    if diskcache.read(path, len(data)) == data:
+        return path
+    # missing, truncated, altered, not UTF-8, or not a regular file: written anew
+    return path if diskcache.write(path, data) else None
+
+
+def _pseudo_path(digest):
+    return f"<numbamr gen_{digest}>"
 
 
 def source_path(source):
-    """Where ``source`` is saved (``<cache>/src/gen_<hash>.py``), writing it if need be."""
+    """Where ``source`` is saved (``<cache>/src/gen_<hash>.py``), writing it if need be; a
+    pseudo file name when there is no usable disk cache."""
+    digest = _digest(source)
     with _lock:
-        return _save_source(source, _digest(source))
+        return _save_source(source, digest) or _pseudo_path(digest)
+
+
+def _module_from_text(source, digest, path):
+    """A fresh module run from ``source``, its code named ``path``; in ``sys.modules`` (numba
+    looks a function's module up there) and its lines in ``linecache``."""
+    modname = f"numbamr_gen_{digest}"
+    mod = types.ModuleType(modname)
+    mod.__file__ = path
+    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+    sys.modules[modname] = mod
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+        exec(code, mod.__dict__)
+    except BaseException:
+        _forget(mod)
+        raise
+    return mod
+
+
+def _forget(mod):
+    sys.modules.pop(mod.__name__, None)
+    linecache.cache.pop(mod.__file__, None)
+
+
+def _keep(digest, mod):
+    """Remember ``mod``; beyond NUMBAMR_MAX_SIGNATURES modules, the least recently used goes
+    (its kernels keep running: they hold their functions, and these their globals)."""
+    _modules[digest] = mod
+    most = settings.current().max_signatures
+    while len(_modules) > most:
+        _forget(_modules.pop(next(iter(_modules))))
 
 
 def load_source(source, name):
-    """Import ``source`` as a module from ``<cache>/src/gen_<hash>.py``; returns the module."""
+    """``source`` run as a module (saved as ``<cache>/src/gen_<hash>.py`` where the cache
+    can be written); returns the module."""
     digest = _digest(source)
     with _lock:
-        mod = _modules.get(digest)
+        mod = _modules.pop(digest, None)
         if mod is not None:
+            _modules[digest] = mod          # most recently used last
             return mod
-        path = _save_source(source, digest)
-        modname = f"numbamr_gen_{digest}"
-        spec = importlib.util.spec_from_file_location(modname, path)
-        mod = importlib.util.module_from_spec(spec)
-        sys.modules[modname] = mod
+        saved = _save_source(source, digest)
+        path = saved or _pseudo_path(digest)
         try:
-            spec.loader.exec_module(mod)
+            mod = _module_from_text(source, digest, path)
         except Exception as e:          # an emitter bug: say where the source is
             raise CompileError(f"the generated source of kernel {name} failed to import "
-                               f"({type(e).__name__}: {e}); it is saved at {path}") from e
+                               f"({type(e).__name__}: {e}); {_where(path)}") from e
         mod.__numbamr_path__ = path
-        _modules[digest] = mod
+        _keep(digest, mod)
         return mod
 
 
@@ -95,6 +125,13 @@ def code_text(source):
 
 
 _code_texts = {}
+
+
+def _where(path):
+    """Where the user finds a kernel's source, for error messages."""
+    if path.startswith("<"):
+        return "the disk cache is off or unwritable; fn.lower(...).as_text() shows the source"
+    return f"it is saved at {path}"
 
 
 def with_deep_stack(fn, *args):
@@ -165,5 +202,5 @@ def jit_kernel(source, name, simulator, launch_bounds=(1024,), pointer_dtypes=No
         kernel = with_deep_stack(cuda.jit(sig, launch_bounds=tuple(launch_bounds)), fn)
     except Exception as e:
         raise CompileError(f"numba failed to compile kernel {name} ({type(e).__name__}: {e}); "
-                           f"its source is saved at {mod.__numbamr_path__}") from e
+                           f"{_where(mod.__numbamr_path__)}") from e
     return kernel, mod.__numbamr_path__
