@@ -135,6 +135,8 @@ class Launcher:
         self.simulator = simulator
         if simulator:
             self.kernel, self.path = jit_kernel(lk.sim_source, lk.name, True)
+            if len(_SIM_BUILT) > HANDLES_KEPT:
+                _SIM_BUILT.clear()
             _SIM_BUILT.add(code_text(lk.sim_source))
             return
         handle = self._compile(lk)
@@ -161,6 +163,8 @@ class Launcher:
             return handle
         handle = self._build(lk)
         _HANDLES[memo] = (self.kernel, self.path, handle)
+        if len(_HANDLES) > HANDLES_KEPT:        # the oldest first (signatures keep theirs)
+            del _HANDLES[next(iter(_HANDLES))]
         return handle
 
     def _build(self, lk):
@@ -197,6 +201,7 @@ class Launcher:
 # in this process, shared by every signature whose kernel has the same code (a generic
 # kernel's, for each row count)
 _HANDLES = {}
+HANDLES_KEPT = 1024
 
 
 def _param_types(lk):
