@@ -16,6 +16,7 @@ import hashlib
 import json
 import math
 import os
+import sys
 import time
 import warnings
 
@@ -102,17 +103,29 @@ def tune(jf, bound, leaves, outs, ctx, lowered):
     best, best_choice = base, {}
     times = {"heuristics": measure(lambda: run(base, leaves, ctx, outs), ctx)}
     best_time = times["heuristics"] * (1 - MARGIN)
-    for choice in candidates(base.lowered, jf.options)[1:]:
+    choices = candidates(base.lowered, jf.options)[1:]
+    _progress(jf, f"the heuristics' layout {1e6 * times['heuristics']:.1f} us; "
+                  f"{len(choices)} more to try")
+    for i, choice in enumerate(choices):
         label = ",".join(f"{k}={v}" for k, v in choice.items())
         compiled = _checked(jf, bound, leaves, outs, ctx, choice, label,
                             reference, base.lowered)
         if compiled is None:
+            _progress(jf, f"{i + 1}/{len(choices)} {label}: not a layout of its own")
             continue
         times[label] = measure(lambda: run(compiled, leaves, ctx, outs), ctx)
+        _progress(jf, f"{i + 1}/{len(choices)} {label}: {1e6 * times[label]:.1f} us")
         if times[label] < best_time:
             best, best_time, best_choice = compiled, times[label], choice
+    _progress(jf, "keeps " + (",".join(f"{k}={v}" for k, v in best_choice.items()) or
+                              "the heuristics' layout"))
     _write(path, best_choice, times, _describe(jf, base.lowered))
     return best
+
+
+def _progress(jf, text):
+    """A line on stderr for each layout timed: tuning takes a few compiles, seconds."""
+    print(f"numbamr: autotuning {jf.__name__}: {text}", file=sys.stderr, flush=True)
 
 
 def _describe(jf, lowered):

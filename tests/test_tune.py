@@ -85,6 +85,18 @@ def test_the_fastest_candidate_wins_and_its_result_is_right(tuning):
     assert compiled.lowered.kernels[0].layout.threads_per_row == 2 * default_t
 
 
+def test_tuning_says_on_stderr_what_it_timed_and_kept(tuning, capfd):
+    x = _x()
+    default_t = nm.jit(softmax).lower(x).kernels[0].layout.threads_per_row
+    tuning(lambda layout: 1.0 / layout.threads_per_row)
+    nm.jit(softmax, autotune=True)(x)
+    lines = [line for line in capfd.readouterr().err.splitlines()
+             if line.startswith("numbamr: autotuning softmax: ")]
+    assert "the heuristics' layout" in lines[0] and "more to try" in lines[0]
+    assert any(f"threads_per_row={2 * default_t}:" in line and " us" in line for line in lines)
+    assert lines[-1].endswith(f"keeps threads_per_row={2 * default_t}")
+
+
 def test_a_later_function_reuses_the_choice_without_timing(tuning, monkeypatch):
     x = _x()
     default_t = nm.jit(softmax).lower(x).kernels[0].layout.threads_per_row
