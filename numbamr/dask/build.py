@@ -15,7 +15,7 @@ import uuid
 import weakref
 
 from ..errors import NumbamrError
-from ..trace import trace, flatten_outputs
+from ..trace import trace
 from . import reductions as red
 from .chunks import grid
 from .program import (Builder, BlockCall, CombineCall, Mat, Stage, blocks, getitem,
@@ -80,7 +80,7 @@ class GraphBuilder:
             b = Builder(self.mats, block=region, local=local)
             roots, post, spans_here, nk = [], [], [], 0
             for fam in fams:
-                r, p, k = red.partial(fam, b, region, None)
+                r, p, k = red.partial(fam, b, region)
                 spans_here.append(range(len(post), len(post) + len(p)))
                 roots += r
                 post += [_shift(e, nk) for e in p]

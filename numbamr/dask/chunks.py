@@ -14,7 +14,7 @@ import math
 
 from ..errors import ArgumentError, ShapeError
 from ..graph import toposort
-from ..ops import Op, ALU, ReduceKind, LEAF
+from ..ops import Op, ALU, LEAF, UNARY
 
 
 class Broken:
@@ -139,9 +139,17 @@ def _shrink_chunks(node, src_entry):
     return tuple(out), None
 
 
-def is_flatten(node):
-    """A reshape of a whole array into one axis (what ``x.argmax()`` reduces)."""
-    return node.op is Op.RESHAPE and node.ndim == 1 and node.srcs[0].ndim > 1
+def flattened(node):
+    """(the array, the unary ops after it) where ``node`` is an array flattened into one
+    axis with elementwise functions of one value applied (what ``x.argmax()`` reduces: a
+    cast of ``x.reshape(-1)``), else None."""
+    chain = []
+    while node.op in UNARY:
+        chain.append(node)
+        node = node.srcs[0]
+    if node.op is Op.RESHAPE and node.ndim == 1 and node.srcs[0].ndim > 1:
+        return node.srcs[0], tuple(reversed(chain))
+    return None
 
 
 def propagate(outputs, leaf_entries):
@@ -158,9 +166,12 @@ def propagate(outputs, leaf_entries):
         if n.op is Op.REDUCE:
             chunks[id(n)] = _reduce_chunks(n, srcs[0], stats)
             continue
-        if broken is not None:
+        if broken is not None and n.op in UNARY:
+            chunks[id(n)] = broken      # a cast of a flattened array, say, on its way to a sum
+        elif broken is not None:
             raise broken.error()
-        chunks[id(n)] = _node_chunks(n, srcs)
+        else:
+            chunks[id(n)] = _node_chunks(n, srcs)
     for o in outputs:
         if isinstance(chunks[id(o)], Broken):
             raise chunks[id(o)].error()
@@ -171,7 +182,7 @@ def _reduce_chunks(n, src_entry, stats):
     kind, axes = n.arg
     src = n.srcs[0]
     if isinstance(src_entry, Broken):
-        if is_flatten(src):         # reduce the array itself, over all of its axes
+        if flattened(src) is not None:      # reduce the array itself, over all its axes
             stats[id(n)] = "flat"
             return (None,)
         raise ShapeError(f"numbamr.dask: {describe(n)} cannot be split across chunks: its "
@@ -265,6 +276,3 @@ def _reshape_region(node, region):
         for i in a[1:]:
             out[i] = (0, src.shape[i])
     return tuple(out)
-
-
-ARG_KINDS = (ReduceKind.ARGMAX, ReduceKind.ARGMIN)

@@ -119,14 +119,23 @@ class Builder:
     def local_reduce(self, node, fam, region):
         """A reduction of this stage over the part of its source in this stage's block."""
         kind, axes = node.arg
-        if fam.flat:                    # the block of the array, flattened
-            b = self.value(fam.src, self.block)
-            n = int(np.prod(extent(self.block), dtype=np.int64))
-            flat = self.emit(("node", Op.RESHAPE, fam.src.dtype, None, (b,)), (n,))
-            return self.emit(("reduce", kind, (0,), flat), (1,))
+        if fam.flat:
+            return self.emit(("reduce", kind, (0,), self.flat_values(fam)), (1,))
         src_region = tuple(self.block[i] if i in axes else r for i, r in enumerate(region))
         s = self.value(node.srcs[0], src_region)
         return self.emit(("reduce", kind, axes, s), extent(region))
+
+    def flat_values(self, fam):
+        """The block of a flat reduction's array, flattened, its unary ops applied."""
+        key = ("flat", id(fam))
+        if key not in self._memo:
+            n = int(np.prod(extent(self.block), dtype=np.int64))
+            v = self.value(fam.src, self.block)
+            v = self.emit(("node", Op.RESHAPE, fam.src.dtype, None, (v,)), (n,))
+            for u in fam.chain:
+                v = self.emit(("node", u.op, u.dtype, u.arg, (v,)), (n,))
+            self._memo[key] = v
+        return self._memo[key]
 
     def reduce(self, kind, axes, src, shape):
         return self.emit(("reduce", kind, tuple(axes), src), shape)

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..graph import toposort
 from ..ops import Op, ReduceKind, ALU
 from ..trace import cast_node
+from .chunks import flattened
 from .program import ARG_KINDS, wrap, replay
 
 F64 = np.dtype(np.float64)
@@ -35,11 +35,9 @@ class Family:
     src: object             # the node whose blocks the partials read
     axes: tuple             # the reduced axes of ``src``
     flat: bool = False      # a reduction of ``src`` flattened (x.argmax())
+    chain: tuple = ()       # flat: the unary ops between the flattening and the reduction
     sibling: object = None  # chan/lse: the reduction the center derives from
     center: object = None   # chan/lse: the center node (kept shape)
-
-    def fields(self):
-        return {"plain": 1, "arg": 2, "chan": 3, "lse": 3}[self.kind]
 
     def kept(self, block):
         """The region of the reduction's value that a block of ``src`` contributes to."""
@@ -53,9 +51,9 @@ def family_of(node, how, stats):
     reduction's how, by node id)."""
     kind, axes = node.arg
     if how == "flat":
-        src = node.srcs[0].srcs[0]
+        src, chain = flattened(node.srcs[0])
         return Family("arg" if kind in ARG_KINDS else "plain", node, src,
-                      tuple(range(src.ndim)), flat=True)
+                      tuple(range(src.ndim)), flat=True, chain=chain)
     if kind in ARG_KINDS:
         return Family("arg", node, node.srcs[0], axes)
     return _online(node, stats) or Family("plain", node, node.srcs[0], axes)
@@ -127,7 +125,7 @@ def carry_dtype(node):
 
 
 # ---- the partial stage: roots of a block's kernel and the task's results --------------
-def partial(fam, b, block, grid_starts):
+def partial(fam, b, block):
     """(roots, post entries relative to the kernel outputs so far, kernel outputs used) of
     ``fam`` for the block at ``block`` (a region of ``fam.src``) in Builder ``b``."""
     kept = fam.kept(block)
@@ -137,14 +135,12 @@ def partial(fam, b, block, grid_starts):
     if fam.kind == "arg":
         kind = fam.node.arg[0]
         extreme = MAX if kind is ReduceKind.ARGMAX else MIN
-        s = b.value(fam.src, block)
         if fam.flat:
-            v = b.reduce(extreme, range(fam.src.ndim), s, (1,) * fam.src.ndim)
-            v = b.emit(("node", Op.RESHAPE, fam.src.dtype, None, (v,)), (1,))
-            shape = tuple(e - s_ for s_, e in block)
+            v = b.reduce(extreme, (0,), b.flat_values(fam), (1,))
+            shape = tuple(e - s for s, e in block)
             where = ("flat", 1, shape, tuple(r[0] for r in block), fam.src.shape)
         else:
-            v = b.reduce(extreme, fam.axes, s, kshape)
+            v = b.reduce(extreme, fam.axes, b.value(fam.src, block), kshape)
             where = ("offset", 1, block[fam.axes[0]][0])
         i = b.value(fam.node, kept)
         return [("value", v), ("value", i)], [("k", 0), where], 2
@@ -277,4 +273,4 @@ def order(families):
 
 
 __all__ = ["Family", "family_of", "reads", "dependencies", "partial", "root_outputs",
-           "combine_spec", "make_combine_fn", "center_instrs", "order", "toposort"]
+           "combine_spec", "make_combine_fn", "center_instrs", "order"]
