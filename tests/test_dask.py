@@ -210,6 +210,12 @@ def test_out_is_refused():
         nm.jit(lambda a: a * 2)(x, out=np.empty((ROWS, COLS), np.float32))
 
 
+def test_chunks_of_unknown_size_are_refused():
+    x = da.from_array(np.arange(10.0), chunks=4)
+    with pytest.raises(nm.ArgumentError, match="unknown size"):
+        nm.jit(lambda a: a.sum())(x[x > 3])
+
+
 def test_a_distributed_client_with_threads():
     distributed = pytest.importorskip("distributed")
     x = da.from_array(data(), chunks=SPLIT)

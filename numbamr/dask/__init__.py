@@ -63,6 +63,9 @@ def call(jitfn, args, kwargs):
     for leaf in leaves:
         if isinstance(leaf.value, da.Array):
             a = next(it)
+            if any(n != n for n in a.shape):
+                raise ArgumentError(f"{jitfn.__name__}(): argument {leaf.name!r} has chunks "
+                                    "of unknown size; call its compute_chunk_sizes() first")
             arg_list.append(_Arg("dask", a, np.dtype(a.dtype)))
         elif leaf.array is not None:
             arg_list.append(_Arg("plain", leaf.value, leaf.array.dtype))
@@ -109,6 +112,7 @@ def _unify(arrays, da):
 
 
 def _entries(chunks):
+    """An argument's chunks as propagate takes them (axes of size 1 free)."""
     return tuple(None if tuple(c) == (1,) else tuple(int(x) for x in c) for c in chunks)
 
 
