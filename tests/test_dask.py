@@ -83,6 +83,14 @@ def test_layernorm_with_whole_rows_and_numpy_weights():
     assert len(jitted._cache) == 1
 
 
+def test_a_function_written_for_the_whole_shape_still_runs_block_by_block():
+    """Called on a block, this function's own reshape would fail: the blocks run the
+    trace's nodes at the blocks' shapes instead."""
+    x = da.from_array(data(), chunks=WHOLE_ROWS)
+    jitted, _ = run(lambda a: a.reshape(ROWS, 4, 10).sum(axis=2), x)
+    assert not jitted._cache
+
+
 # ---- reductions over axes cut into chunks ------------------------------------------------
 REDUCTIONS = {
     "sum": lambda x, axis: x.sum(axis=axis),

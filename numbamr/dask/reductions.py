@@ -77,8 +77,8 @@ def _online(node, stats):
         return None
     s = _only_reduction(center)
     if s is None or s.arg != (want, axes) or s.srcs[0] is not a or \
-            stats.get(id(s)) != "split":
-        return None
+            stats.get(id(s)) != "split" or _online(s, stats) is not None:
+        return None         # the sibling must be a plain reduction merged beside this one
     return Family(family, node, a, axes, sibling=s, center=center)
 
 
