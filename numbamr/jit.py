@@ -264,6 +264,10 @@ class JitFunction:
                 for name, v in zip(self._names, values)]
 
     def __call__(self, *args, **kwargs):
+        if "dask.array" in sys.modules:         # dask arrays in: a lazy dask array out
+            from . import dask as nm_dask
+            if nm_dask.any_dask(args, kwargs):
+                return nm_dask.call(self, args, kwargs)
         fkey = None
         if not kwargs and self._simple and len(args) == len(self._names):
             fkey = fast_key(args)
