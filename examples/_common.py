@@ -1,11 +1,16 @@
 """Shared by the examples: pick GPU or simulator, make arrays, report the check."""
+import os
 import sys
 
 from numbamr.runtime.device import use_simulator_if_no_gpu
 
+_ASKED = os.environ.get("NUMBA_ENABLE_CUDASIM", "") != ""
 SIMULATOR = use_simulator_if_no_gpu()     # before numba is imported
 if SIMULATOR:
-    sys.setswitchinterval(1e-4)
+    sys.setswitchinterval(1e-4)           # the simulator runs one Python thread a GPU thread
+if SIMULATOR and not _ASKED:
+    print("numbamr: no CUDA GPU found, so kernels run in numba's CPU simulator "
+          "(NUMBA_ENABLE_CUDASIM=1), at a small size", file=sys.stderr)
 
 import numpy as np  # noqa: E402
 
