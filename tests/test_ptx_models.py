@@ -53,6 +53,14 @@ def _roundings(source):
     return len(re.findall(r"\bf32_to_bf16\(", source))
 
 
+def _wide_vector_load(kernel):
+    """Whether the source loads a vector of 8 bytes or more (one of 4 bytes is one 32-bit
+    scalar load in the PTX)."""
+    size = {name: np.dtype(dt).itemsize for name, _, dt, _ in kernel.program.params}
+    return any(int(n) * size[a] >= 8 for a, n in
+               re.findall(r"\bvload(?:_keep)?\((\w+), [^,]+, (\d+)\)", kernel.source))
+
+
 # ---- one instruction a rounding --------------------------------------------------------
 
 BF16_CELLS = [("rmsnorm", (4096, 4096)), ("rmsnorm", (8, 2048, 4096)),
@@ -102,6 +110,30 @@ def test_bfloat16_keeps_the_integer_form_before_sm80(monkeypatch):
     (r,) = compile_report([k])
     assert r["ok"], r["error"]
     assert r["bf16_cvts"] == 0 and r["bf16_bit_rounds"] == _roundings(k.source) > 0
+
+
+@pytest.mark.ptx
+@pytest.mark.xdist_group("ptx")
+def test_every_model_cell_compiles_for_sm90_without_local_memory(monkeypatch):
+    """Every default cell of bench/models.py, lowered as on the H200, compiles with no
+    spills, stack frame or local memory; a vector load of 8 or 16 bytes in the source is
+    one in the PTX, the first kernel of a row layout over 16-byte aligned rows (not 50257
+    long) has vector loads, and a bfloat16 cell rounds only with cvt.rn.bf16.f32."""
+    _on(monkeypatch, (9, 0))
+    kernels, cells = [], []
+    for op, shape, dtype in models.DEFAULT_CELLS:
+        lowered = _lower(op, shape, dtype)
+        kernels += lowered
+        cells += [(op, shape, dtype, i) for i in range(len(lowered))]
+    for cell, k, r in zip(cells, kernels, compile_report(kernels)):
+        assert r["ok"], (cell, r["error"])
+        assert r["spill_bytes"] == r["stack_bytes"] == r["local_accesses"] == 0, (cell, r)
+        if _wide_vector_load(k):
+            assert r["vector_loads"] > 0, cell
+        aligned_rows = cell[1][-1] % 8 == 0       # every row starts on a 16-byte boundary
+        if cell[3] == 0 and k.layout.layout == "row" and aligned_rows:
+            assert has_vector_load(k.source), cell
+        assert r["bf16_bit_rounds"] == 0 and r["bf16_cvts"] == _roundings(k.source), cell
 
 
 # ---- leading axes merge into rows ------------------------------------------------------
