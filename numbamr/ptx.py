@@ -75,6 +75,11 @@ def inspect(entry, cc=(9, 0)):
         "nan_tests": len(re.findall(r"setp\.nan\.f32", ptx)),
         "compares_64": len(re.findall(r"\bsetp\.\w+\.[su]64\b", ptx)),
         "rounded_products": len(re.findall(r"\bmul\.rn\.f(?:32|64)\b", ptx)),
+        # float32 -> bfloat16 roundings: one instruction each (sm_80 and newer), or the
+        # integer form, whose rounding bias 0x7FFF marks each
+        "bf16_cvts": len(re.findall(r"\bcvt\.rn\.bf16\.f32\b", ptx)),
+        "bf16_bit_rounds": len(re.findall(r"\badd\.[su]32\s+%r\d+, %r\d+, 32767;", ptx)),
+        "local_accesses": len(re.findall(r"\b(?:ld|st)\.local\b", ptx)),
         "registers": max(regs, default=0),
         "spill_bytes": sum(spills),
         "stack_bytes": max(stack, default=0),

@@ -16,6 +16,7 @@ from .linearize import const_literal, exchange_dtype as _xdt
 
 FULL_MASK = "0xFFFFFFFF"
 BULK_PIECE = 8192       # bytes of one bulk copy of a row's segment
+BF16_CVT_ARCH = (8, 0)  # cvt.rn.bf16.f32: float32 to bfloat16 in one instruction
 
 
 def dtype_name(dt):
@@ -207,6 +208,8 @@ class Emitter:
         self.p, self.target = program, target
         # float32 max/min as one max.NaN/min.NaN instruction (sm_80 and newer)
         self.native = target == "cuda" and capable(arch, NAN_MINMAX_ARCH)
+        # float32 -> bfloat16 as one cvt.rn.bf16.f32 rather than integer bit steps
+        self.bf16_cvt = target == "cuda" and capable(arch, BF16_CVT_ARCH)
         # vector loads of inputs under the L2 evict_last policy (sm_80 and newer)
         self.keep = target == "cuda" and program.layout.evict_last and \
             capable(arch, L2_POLICY_ARCH)
@@ -290,7 +293,8 @@ class Emitter:
         # bfloat16 values come from parameters or from casts inside the kernel
         if any(dtypes.is_bfloat16(dt) for _, _, dt, _ in p.params) or \
                 any(ins.op == "CAST" and dtypes.is_bfloat16(ins.arg) for ins in p.instrs):
-            head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, f32_to_bf16, "
+            to_bf16 = "f32_to_bf16_cvt as f32_to_bf16" if self.bf16_cvt else "f32_to_bf16"
+            head.append(f"from numbamr.runtime.{lib} import bf16_to_f32, {to_bf16}, "
                         "f64_to_f32_odd")
         head += ["inf = math.inf", "nan = math.nan", "", "",
                  f"def {p.name}({params}):"]

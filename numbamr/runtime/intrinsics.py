@@ -187,6 +187,25 @@ def f32_to_bf16(typingctx, value):
 
 
 @intrinsic
+def f32_to_bf16_cvt(typingctx, value):
+    """``f32_to_bf16`` as one instruction, ``cvt.rn.bf16.f32`` (sm_80 and newer): the same
+    bits for every number (ties to even, overflow to inf, subnormals kept); a NaN comes out
+    as the canonical quiet NaN, 0x7FFF, where the bit form keeps its sign and payload. The
+    bit form is seven integer instructions and a NaN test per element."""
+    if value != types.float32:
+        return None
+    sig = types.uint16(value)
+
+    def codegen(context, builder, sig, args):
+        i16 = ir.IntType(16)
+        # no side effect and no memory: the compiler may schedule or share it freely
+        cvt = ir.InlineAsm(ir.FunctionType(i16, [ir.FloatType()]), "cvt.rn.bf16.f32 $0, $1;",
+                           "=h,f")
+        return builder.call(cvt, [args[0]])
+    return sig, codegen
+
+
+@intrinsic
 def f64_to_f32_odd(typingctx, value):
     """float64 ``value`` as float32 rounded to odd: truncated toward zero, with the lowest
     bit set where that dropped anything. Rounding this to bfloat16 gives the bfloat16 nearest
