@@ -442,7 +442,12 @@ def temps_on_stream(result_kind, device):
     cp = arrays.cupy_module()
     if cp is None:
         return None
-    return lambda handle: cp.cuda.ExternalStream(handle, device)
+
+    def on_stream(handle):
+        with warnings.catch_warnings():     # CuPy 14 deprecates it for another protocol
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return cp.cuda.ExternalStream(handle, device)
+    return on_stream
 
 
 def _device_ptr(arr):
