@@ -3,7 +3,13 @@ over many back-to-back repetitions; the GPU time per kernel beside it, timed for
 queued behind a spin kernel, see launch_floor.py: a launch queue that fills up makes the
 host wait for the GPU).
 
-    python bench/call_parts.py              # on a GPU machine, with CuPy
+The first table is one row per kind of call (CuPy, out=, stream=, torch, a
+__cuda_array_interface__ object, a numba device array, several outputs): the whole call,
+its key (runtime.callplan.fast_key) and its generated path alone, each timed in bursts
+issued behind a spin kernel (so the GPU's pace never shows), beside torch's own eager
+softmax on the same tensor.
+
+    python bench/call_parts.py              # on a GPU machine, with CuPy (and torch)
     python bench/call_parts.py --profile    # and cProfile of 20,000 whole calls
 """
 import cProfile
@@ -21,7 +27,8 @@ import numpy as np  # noqa: E402
 
 import numbamr as nm  # noqa: E402
 from numbamr.runtime import binary, cudadriver, launch  # noqa: E402
-from launch_floor import gpu_us  # noqa: E402  (GPU time of kernels queued behind a spin)
+from launch_floor import gpu_us, host_us  # noqa: E402  (calls timed behind a spin kernel)
+from numbamr.runtime.callplan import fast_key  # noqa: E402
 
 
 @nm.jit
@@ -46,8 +53,80 @@ def per_call_us(fn, n=2000, repeats=7, sync=True):
     return statistics.median(samples) * 1e6
 
 
+def stats(x):
+    return x.max(axis=-1), x.sum(axis=-1)
+
+
+class CAI:
+    """An array known only by its __cuda_array_interface__."""
+
+    def __init__(self, a):
+        self._a = a
+
+    @property
+    def __cuda_array_interface__(self):
+        return self._a.__cuda_array_interface__
+
+
+def call_kinds(x):
+    """(name, jitted function, args, kwargs) of each kind of call on ``x``'s values."""
+    fn, several = nm.jit(softmax.fn), nm.jit(stats)
+    kinds = [("cupy", fn, (x,), {}),
+             ("cupy out=", fn, (x,), {"out": cupy.empty_like(x)}),
+             ("cupy stream=", fn, (x,), {"stream": cupy.cuda.Stream(non_blocking=True)}),
+             ("CAI object", fn, (CAI(x),), {})]
+    try:
+        from numba import cuda
+        kinds.append(("numba device array", fn, (cuda.to_device(x.get()),), {}))
+    except ImportError:
+        pass
+    kinds.append(("several outputs (cupy)", several, (x,), {}))
+    try:
+        import torch
+    except ImportError:
+        return kinds
+    xt = torch.as_tensor(x, device="cuda")
+    kinds += [("torch", fn, (xt,), {}), ("torch out=", fn, (xt,), {"out": torch.empty_like(xt)}),
+              ("torch stream=", fn, (xt,), {"stream": torch.cuda.Stream()}),
+              ("several outputs (torch)", several, (xt,), {})]
+    return kinds
+
+
+def path_table(x):
+    """Host microseconds per call of each kind: whole call, key, generated path."""
+    rows = []
+    for name, fn, args, kwargs in call_kinds(x):
+        fn(*args, **kwargs)
+        fn(*args, **kwargs)
+        key = fast_key(args, kwargs)
+        path = fn._fast.get(key)
+        if path is None:
+            rows.append((name, host_us(lambda: fn(*args, **kwargs), spin_ms=2), None, None))
+            continue
+        rows.append((name, host_us(lambda: fn(*args, **kwargs), spin_ms=2),
+                     host_us(lambda: fast_key(args, kwargs), spin_ms=2),
+                     host_us(lambda: path(args, kwargs), spin_ms=2)))
+    try:
+        import torch
+        xt = torch.as_tensor(x, device="cuda")
+        rows.append(("torch.softmax (eager)", host_us(lambda: torch.softmax(xt, -1),
+                                                      spin_ms=2), None, None))
+    except ImportError:
+        pass
+    print(f"{'call':28s} {'whole us':>9s} {'key us':>8s} {'path us':>8s}")
+    for name, whole, key, path in rows:
+        cells = [f"{v:8.2f}" if v is not None else f"{'-':>8s}" for v in (key, path)]
+        print(f"{name:28s} {whole:9.2f} {cells[0]} {cells[1]}")
+    whole = {name: w for name, w, _, _ in rows}
+    if "torch" in whole and "torch.softmax (eager)" in whole:
+        print(f"torch call / torch.softmax: {whole['torch'] / whole['torch.softmax (eager)']:.2f}")
+    print(f"cupy out= / cupy: {whole['cupy out='] / whole['cupy']:.2f}")
+    print()
+
+
 def main():
     x = cupy.random.standard_normal((4, 1024), dtype=cupy.float32)
+    path_table(x)
     softmax(x)
     softmax(x)
     cupy.cuda.runtime.deviceSynchronize()
@@ -57,14 +136,14 @@ def main():
     ptrs = [x.data.ptr, out.data.ptr][:len(compiled.launchers[0].params)]
     stream = cupy.cuda.get_current_stream().ptr
     rows = [
-        ("whole call (fast path)", lambda: softmax(x)),
+        ("whole call (generated path)", lambda: softmax(x)),
         ("whole call, bursts of 100", None),
-        ("fast_key(args)", lambda: launch.fast_key((x,))),
+        ("fast_key(args)", lambda: fast_key((x,))),
         ("cupy.ndarray(shape, dtype)", lambda: cupy.ndarray((4, 1024), np.float32)),
         ("get_current_stream().ptr", lambda: cupy.cuda.get_current_stream().ptr),
         ("x.data.ptr", lambda: x.data.ptr),
         ("driver launch, numba's handle", lambda: dl(ptrs, stream)),
-        ("driver launch through CuPy's binding (what the fast path calls)",
+        ("driver launch through CuPy's binding (what the paths call)",
          lambda: cupy.cuda.driver.launchKernel(*dl.raw_head, stream, dl.params.value, 0)),
     ]
     # the same cubin loaded through cuModuleLoadData (a CUfunction, not a library CUkernel)
@@ -91,6 +170,15 @@ def main():
         xt = torch.as_tensor(x, device="cuda")
         rows.append(("torch.softmax", lambda: torch.softmax(xt, -1)))
         rows.append(("torch.empty", lambda: torch.empty((4, 1024), device="cuda")))
+        dev = torch.device("cuda", 0)
+        rows.append(("torch.empty(shape, dtype=, device=)",
+                     lambda: torch.empty((4, 1024), dtype=torch.float32, device=dev)))
+        rows.append(("t.new_empty(shape) (what the torch path calls)",
+                     lambda: xt.new_empty((4, 1024))))
+        rows.append(("t.data_ptr()", lambda: xt.data_ptr()))
+        raw = torch._C._cuda_getCurrentRawStream
+        rows.append(("torch._C._cuda_getCurrentRawStream(0)", lambda: raw(0)))
+        rows.append(("fast_key((tensor,))", lambda: fast_key((xt,))))
         rows.append(("  torch.softmax GPU time per kernel",
                      ("gpu", lambda: torch.softmax(xt, -1))))
     except ImportError:

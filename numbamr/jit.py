@@ -19,7 +19,9 @@ from .graph import format_graph, verify_graph
 from .lowering import lower_built, split_into_cluster, KernelOptions
 from .runtime import arrays
 from .runtime.device import arch
-from .runtime.launch import prepare_leaves, run, make_launchers, FastPath, fast_key, built
+from .runtime.callplan import PlanArray, build_plan, fast_key, on_context
+from .runtime.launch import (prepare_leaves, run, make_launchers, device_cc, device_scope,
+                             several_gpus, primary_context, temps_on_stream, built)
 from .schedule import schedule, format_schedule
 from .trace import trace, has_tracer, frozen_names
 
@@ -127,7 +129,7 @@ class JitFunction:
         self._names = [p.name for p in params]
         self._defaults = [p.default for p in params]
         self._cache = collections.OrderedDict()
-        self._fast = {}             # fast_key -> FastPath (all-CuPy calls without keywords)
+        self._fast = {}             # fast_key -> generated call path (runtime.callplan)
         self._classes = {}          # shape class (see _Leaf.shape_class) -> its first key
         self._said_slow = False     # a compile over SLOW_COMPILE_S was reported
         self._lock = threading.RLock()
@@ -268,22 +270,30 @@ class JitFunction:
             from . import dask as nm_dask
             if nm_dask.any_dask(args, kwargs):
                 return nm_dask.call(self, args, kwargs)
-        fkey = None
-        if not kwargs and self._simple and len(args) == len(self._names):
-            fkey = fast_key(args)
-            fast = self._fast.get(fkey)
-            if fast is not None:
-                return fast(args)
+        try:
+            fkey = fast_key(args, kwargs)
+        except Exception:           # an argument that cannot be keyed: the full path says why
+            fkey = None
+        if fkey is not None:
+            path = self._fast.get(fkey)
+            if path is not None:
+                return path(args, kwargs)
         if has_tracer(args, kwargs):    # called by a function being traced: part of its trace
             return self.fn(*args, **kwargs)
+        return self._call(args, kwargs, fkey)
+
+    def _call(self, args, kwargs, fkey):
+        """A call the way that binds and inspects its arguments; afterwards, where a
+        generated path can serve calls with key ``fkey``, one is made and registered."""
+        given = dict(kwargs) if fkey is not None else None
         stream = kwargs.pop("stream", None) if "stream" not in self._sig.parameters else None
         out = kwargs.pop("out", None) if "out" not in self._sig.parameters else None
-        if out is not None:
-            fkey = None
         leaves = None if kwargs else self._fast_leaves(args)
         bound = None
         if leaves is None:
             bound, leaves = self._bind(args, kwargs)
+        on_device = all(leaf.array.where == arrays.DEVICE for leaf in leaves
+                        if leaf.array is not None)
         leaves, ctx = prepare_leaves(leaves, settings.simulator(), stream)
         outs = None
         if out is not None:
@@ -291,26 +301,98 @@ class JitFunction:
         key = tuple([leaf.key() for leaf in leaves])
         if outs is not None:
             key += tuple(("O",) + a.layout_key() for a in outs)
-        with self._lock:                # least recently used signatures are dropped first
-            compiled = self._cache.get(key)
-            if compiled is not None:
-                self._cache.move_to_end(key)
-        if compiled is None:
-            if bound is None:
-                bound, _ = self._bind(args, kwargs)
-            compiled = self._compile(bound, leaves, key, outs, ctx)
+        if not ctx.simulator:       # kernels are loaded per device, compiled per architecture
+            key += (("device", ctx.device, device_cc(ctx.device)),)
+        with device_scope(None if ctx.simulator else ctx.device):
+            with self._lock:            # least recently used signatures are dropped first
+                compiled = self._cache.get(key)
+                if compiled is not None:
+                    self._cache.move_to_end(key)
+            if compiled is None:
+                if bound is None:
+                    bound, _ = self._bind(args, kwargs)
+                compiled = self._compile(bound, leaves, key, outs, ctx)
+            if outs is not None:
+                check_out(outs, compiled.lowered.out_specs)
+            result = run(compiled, leaves, ctx, outs)
+        if fkey is not None and on_device and not ctx.simulator:
+            self._register_path(fkey, compiled, leaves, ctx, args, given, outs)
+        return result
+
+    def _register_path(self, fkey, compiled, leaves, ctx, args, kwargs, outs):
+        """Make the generated call path of this signature (runtime.callplan) and keep it
+        under ``fkey``; nothing where a call with that key could need what the path skips
+        (a check of the grad mode, a host copy, a keyword that is the function's own)."""
+        if callplan_refuses(self, compiled, leaves, ctx, kwargs, outs):
+            return
+        special = {"out", "stream"}
+        sources = self._leaf_sources(args, {k: v for k, v in kwargs.items()
+                                            if k not in special})
+        if len(sources) != len(leaves):
+            return
+        inputs = {i: PlanArray.of(sources[i], leaf.array) for i, leaf in enumerate(leaves)
+                  if leaf.array is not None}
+        if any(a.expr is None for a in inputs.values()):
+            return
+        plan_outs = None
         if outs is not None:
-            check_out(outs, compiled.lowered.out_specs)
-            return run(compiled, leaves, ctx, outs)
-        if fkey is not None and stream is None and not ctx.simulator and \
-                ctx.result_kind == "cupy" and \
-                all(leaf.array.offset == 0 and leaf.array.kind == "cupy" for leaf in leaves
-                    if leaf.array is not None) and not compiled.lowered.has_bfloat16:
-            with self._lock:
-                if len(self._fast) >= settings.current().max_signatures:
-                    self._fast.clear()
-                self._fast[fkey] = FastPath(compiled).call
-        return run(compiled, leaves, ctx)
+            plan_outs = [PlanArray.of(e, a) for e, a in zip(_out_exprs(kwargs["out"]), outs)]
+        stream = kwargs.get("stream")
+        call, _ = build_plan(compiled, inputs, ctx.result_kind, ctx.device, plan_outs, stream,
+                             stream is not None,
+                             temps_on_stream(ctx.result_kind, ctx.device)
+                             if stream is not None else None)
+        if several_gpus():
+            call = on_context(call, primary_context(ctx.device))
+        with self._lock:
+            if len(self._fast) >= settings.current().max_signatures:
+                self._fast.clear()
+            self._fast[fkey] = call
+
+    def _leaf_sources(self, args, kwargs):
+        """For each leaf of a call with these arguments, the expression that reads it from a
+        call's ``args`` and ``kw`` (None for a parameter's default)."""
+        marks = [_Mark(f"args[{i}]") for i in range(len(args))]
+        named = {k: _Mark(f"kw[{k!r}]") for k in kwargs}
+        _, leaves = self._bind(marks, named)
+        return [leaf.value.expr if isinstance(leaf.value, _Mark) else None for leaf in leaves]
+
+    def output_specs(self, args, kwargs, array_spec):
+        """The (dtype, shape) of each output of a call with these arguments and the outputs'
+        structure, from the trace alone (nothing is compiled or run). ``array_spec(value)``
+        is the (shape, dtype) of an argument standing for an array, None for a static."""
+        try:
+            bound = self._sig.bind(*args, **kwargs)
+        except TypeError as e:
+            raise ArgumentError(f"{self.__name__}(): {e}") from None
+        bound.apply_defaults()
+        for name in [k for k, v in bound.arguments.items() if v is np._NoValue]:
+            del bound.arguments[name]
+        values = []
+        for name, value in bound.arguments.items():
+            kind = self._sig.parameters[name].kind
+            values += list(value) if kind is inspect.Parameter.VAR_POSITIONAL else \
+                list(value.values()) if kind is inspect.Parameter.VAR_KEYWORD else [value]
+        specs = []
+        for v in values:
+            spec = array_spec(v)
+            specs.append(("static", v) if spec is None else ("array", spec))
+        _, outputs, structure = trace(lambda vals: self._rebuild(bound, vals), specs)
+        return [(o.dtype, o.shape) for o in outputs], structure
+
+    def as_torch_op(self, qualname, schema=None, returns=1):
+        """This function as the torch operator ``qualname`` ("namespace::name"), registered
+        with torch.library: torch.compile(fullgraph=True) calls it without a graph break
+        (its shapes and dtypes come from numbamr's trace), CUDA graphs capture it, CPU
+        tensors run its kernels as NumPy arrays do. Returns the operator
+        (``torch.ops.namespace.name``). See numbamr.torch_op for the schema it gets."""
+        from .torch_op import register
+        return register(self, qualname, schema, returns)
+
+    def __reduce__(self):
+        """Pickled by reference: the module attribute that is this function (the decorator's
+        case), or the module-level function with this function's options."""
+        return _reduce_jit(self)
 
     def _compile_error(self, message):
         code = getattr(self.fn, "__code__", None)
@@ -426,6 +508,84 @@ def _key_change(old, new):
     return "an array where a static value was, or the other way"
 
 
+class _Mark:
+    """An argument's place in a call (``args[0]``, ``kw['w']``), bound in its stead to learn
+    which leaf each argument becomes."""
+    __slots__ = ("expr",)
+
+    def __init__(self, expr):
+        self.expr = expr
+
+
+def _out_exprs(out):
+    """Where each out= array is found in a call's ``kw``."""
+    if isinstance(out, dict):
+        return [f"kw['out'][{k!r}]" for k in out]
+    if isinstance(out, (tuple, list)):
+        return [f"kw['out'][{i}]" for i in range(len(out))]
+    return ["kw['out']"]
+
+
+def callplan_refuses(fn, compiled, leaves, ctx, kwargs, outs):
+    """Whether calls like this one must keep taking the full path."""
+    params = fn._sig.parameters
+    if any(k in params for k in ("out", "stream") if k in kwargs):
+        return True                 # the function's own parameters: plain arguments
+    if ctx.result_kind == "cupy" and arrays.cupy_module() is None:
+        return True
+    objs = [leaf.array.obj for leaf in leaves if leaf.array is not None] + \
+        [a.obj for a in outs or ()]
+    if any(getattr(o, "requires_grad", False) for o in objs):
+        return True                 # refused with grad on, taken with grad off: both checked
+    return outs is None and ctx.result_kind == "cupy" and compiled.lowered.has_bfloat16
+
+
+def _reduce_jit(jf):
+    import pickle
+    fn = jf.fn
+    module, qualname = getattr(fn, "__module__", None), getattr(fn, "__qualname__", "")
+    options = {f.name: getattr(jf.options, f.name) for f in dataclasses.fields(jf.options)}
+    if module == __name__ and isinstance(getattr(np, fn.__name__, None), np.ufunc):
+        return _rebuild_jit, (getattr(np, fn.__name__), options, jf.autotune, jf.dynamic)
+    target = _module_attr(module, qualname) if module and "<" not in qualname else None
+    if target is jf:
+        return _import_jit, (module, qualname)
+    if target is fn or (isinstance(target, JitFunction) and target.fn is fn):
+        return _rebuild_jit, (target, options, jf.autotune, jf.dynamic)
+    raise pickle.PicklingError(
+        f"numbamr.jit {jf.__name__}: only a function defined at a module's top level pickles "
+        f"(by reference to {module}.{qualname}), and that name does not refer to it; define "
+        "it at module level")
+
+
+def _module_attr(module, qualname):
+    """The object at ``qualname`` in ``module`` (imported), or None."""
+    import importlib
+    try:
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+    except (ImportError, AttributeError):
+        return None
+    return obj
+
+
+def _import_jit(module, qualname):
+    """Unpickling a jitted function pickled by reference: the module's attribute."""
+    obj = _module_attr(module, qualname)
+    if obj is None:
+        import pickle
+        raise pickle.UnpicklingError(f"numbamr.jit: {module}.{qualname} is not there to "
+                                     "unpickle")
+    return obj
+
+
+def _rebuild_jit(fn, options, autotune, dynamic=None):
+    if isinstance(fn, JitFunction):
+        fn = fn.fn
+    return JitFunction(fn, KernelOptions(**options), autotune, dynamic)
+
+
 def out_arrays(out, leaves, ctx):
     """The out= arrays as ArrayArgs, on the side the kernels run, not overlapping inputs."""
     items = list(out.values()) if isinstance(out, dict) else \
@@ -441,6 +601,9 @@ def out_arrays(out, leaves, ctx):
         if not ctx.simulator and info.where != arrays.DEVICE:
             raise ArgumentError(f"out[{i}] is a host array, but the kernels run on the GPU: "
                                 "pass device arrays (e.g. CuPy) as out=")
+        if not ctx.simulator and info.device != ctx.device:
+            raise ArgumentError(f"out[{i}] is on device {info.device}, but the call runs on "
+                                f"device {ctx.device}, where its inputs are")
         if any(s == 0 and n > 1 for s, n in zip(info.strides, info.shape)):
             raise ArgumentError(f"out[{i}] is a broadcast view (zero stride): its elements "
                                 "overlap each other")

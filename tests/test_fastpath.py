@@ -1,6 +1,6 @@
-"""The generated all-CuPy call path (runtime.launch.FastPath) and the driver launch, run
-against a stand-in for CuPy and for the CUDA driver: what each launch is given, in which
-order, and what the call returns. (On a GPU the same path is exercised by the gpu tier.)"""
+"""The generated call paths (runtime.callplan) and the driver launch, run against a stand-in
+for CuPy and for the CUDA driver: what each launch is given, in which order, on which stream,
+and what the call returns. (On a GPU the same paths run in tests/test_calls.py.)"""
 import ctypes
 import sys
 import types
@@ -8,7 +8,7 @@ import types
 import numpy as np
 import pytest
 
-from numbamr.runtime import cudadriver, launch
+from numbamr.runtime import callplan, cudadriver, launch
 
 
 class FakeMemory:
@@ -40,7 +40,7 @@ def fake_gpu(monkeypatch):
             raise DriverError(err)
 
     cupy = types.ModuleType("cupy")
-    cupy.ndarray = FakeArray
+    cupy.ndarray = cupy.empty = FakeArray
     cupy.cuda = types.SimpleNamespace(
         get_current_stream=lambda: types.SimpleNamespace(ptr=77),
         driver=types.SimpleNamespace(launchKernel=cupy_launch, CUDADriverError=DriverError))
@@ -78,6 +78,17 @@ def _launcher(fake_gpu, handle, params, grid=5, block=128, dependent=False):
     return types.SimpleNamespace(grid=grid, params=params, launch=dl)
 
 
+def _plan(compiled, n_inputs=None, **options):
+    """The generated path of ``compiled`` for positional CuPy arguments, as a function of
+    the argument list (and ``kw``)."""
+    n = n_inputs if n_inputs is not None else 1 + max(
+        [i for launcher in compiled.launchers for src, i in launcher.params if src == "leaf"],
+        default=-1)
+    inputs = {i: callplan.PlanArray(f"args[{i}]", "cupy") for i in range(n)}
+    call, _ = callplan.build_plan(compiled, inputs, "cupy", 0, **options)
+    return lambda args, kw=None: call(args, kw or {})
+
+
 def _compiled(launchers, outs, temps=(), structure=("single", None)):
     lowered = types.SimpleNamespace(
         out_specs=list(outs), structure=structure,
@@ -91,7 +102,7 @@ def test_each_kernel_gets_its_pointers_in_parameter_order(fake_gpu):
     skipped = _launcher(fake_gpu, 333, [("out", 0)], grid=0)
     compiled = _compiled([k1, skipped, k2], [(np.float32, (4, 8)), (np.int64, (4,))],
                          temps=[("t0", np.float32, (4,))], structure=("tuple", None))
-    call = launch.FastPath(compiled).call
+    call = _plan(compiled)
     x, y = FakeArray((4, 8), np.float32), FakeArray((8,), np.float32)
     o0, o1 = call([x, y])
     assert (o0.shape, o0.dtype, o1.shape, o1.dtype) == ((4, 8), np.float32, (4,), np.int64)
@@ -112,7 +123,7 @@ def test_each_kernel_gets_its_pointers_in_parameter_order(fake_gpu):
 def test_outputs_come_back_in_the_functions_structure(fake_gpu, structure, check):
     outs = [(np.float32, (3,))] * (1 if structure[0] == "single" else 2)
     k = _launcher(fake_gpu, 7, [("leaf", 0)] + [("out", i) for i in range(len(outs))])
-    result = launch.FastPath(_compiled([k], outs, structure=structure)).call(
+    result = _plan(_compiled([k], outs, structure=structure))(
         [FakeArray((3, 5), np.float32)])
     made = fake_gpu.launches[0]["params"][1:]
     values = [result] if structure[0] == "single" else list(
@@ -125,7 +136,7 @@ def test_a_thread_without_a_context_sets_it_and_launches_again(fake_gpu):
     k = _launcher(fake_gpu, 9, [("leaf", 0), ("out", 0)])
     fake_gpu.answers.append(launch.CUDA_ERROR_INVALID_CONTEXT)
     x = FakeArray((2, 2), np.float32)
-    out = launch.FastPath(_compiled([k], [(np.float32, (2, 2))])).call([x])
+    out = _plan(_compiled([k], [(np.float32, (2, 2))]))([x])
     assert len(fake_gpu.contexts) == 1
     assert [leaf["params"] for leaf in fake_gpu.launches] == [[x.data.ptr, out.data.ptr]] * 2
 
@@ -134,7 +145,7 @@ def test_other_launch_errors_are_raised(fake_gpu):
     k = _launcher(fake_gpu, 9, [("leaf", 0), ("out", 0)])
     fake_gpu.answers.append(700)
     with pytest.raises(RuntimeError, match="CUDA error 700"):
-        launch.FastPath(_compiled([k], [(np.float32, (2,))])).call([FakeArray((2,), "f4")])
+        _plan(_compiled([k], [(np.float32, (2,))]))([FakeArray((2,), "f4")])
     fake_gpu.answers.append(1)
     with pytest.raises(RuntimeError, match="CUDA error 1"):
         k.launch([1, 2], 0)
@@ -163,7 +174,7 @@ def test_dependent_kernels_launch_with_programmatic_serialization_on_the_calls_s
                    dependent=True)
     compiled = _compiled([k1, k2], [(np.float32, ())], temps=[("t0", np.float32, (1024,))])
     x = FakeArray((1024, 1024), np.float32)
-    out = launch.FastPath(compiled).call([x])
+    out = _plan(compiled)([x])
     first, second = fake_gpu.launches
     assert "attrs" not in first and (first["grid"], first["block"]) == (1024, 256)
     assert second["attrs"] == [PROGRAMMATIC]
@@ -178,7 +189,7 @@ def test_dependent_kernels_launch_with_programmatic_serialization_on_the_calls_s
 def test_a_failed_dependent_launch_is_retried_or_raised(fake_gpu):
     k = _launcher(fake_gpu, 9, [("leaf", 0), ("out", 0)], dependent=True)
     fake_gpu.answers += [launch.CUDA_ERROR_INVALID_CONTEXT, 0, 700]
-    call = launch.FastPath(_compiled([k], [(np.float32, (2, 2))])).call
+    call = _plan(_compiled([k], [(np.float32, (2, 2))]))
     call([FakeArray((2, 2), np.float32)])
     assert len(fake_gpu.contexts) == 1 and len(fake_gpu.launches) == 2
     with pytest.raises(RuntimeError, match="CUDA error 700"):
@@ -193,7 +204,7 @@ def test_which_kernels_launch_as_dependents(monkeypatch, index, grid, dependent)
     costs the host less); nothing is where the kernel does not wait itself."""
     made = []
     monkeypatch.setattr(launch, "_DriverLaunch", lambda *a: made.append(a[-1]))
-    monkeypatch.setattr(launch.Launcher, "_compile", lambda self, lk, dt: 1)
+    monkeypatch.setattr(launch.Launcher, "_compile", lambda self, lk: 1)
     for waits in (True, False):
         lk = types.SimpleNamespace(grid=grid, block=128, dependent=waits, source="",
                                    layout=types.SimpleNamespace(cluster=False, split=1,
@@ -202,3 +213,106 @@ def test_which_kernels_launch_as_dependents(monkeypatch, index, grid, dependent)
                                                                  instrs=[]))
         launch.Launcher(lk, False, first=index == 0)
     assert made == [dependent, False]
+
+
+def test_constant_parameters_fill_their_slots_as_ints(fake_gpu):
+    """A ('const', n) parameter is written into its slot as the int n (64 bits; a negative n
+    as its two's complement) by the generated path and by the slow launch alike."""
+    k = _launcher(fake_gpu, 5, [("leaf", 0), ("const", 300), ("out", 0), ("const", -2)])
+    compiled = _compiled([k], [(np.float32, (3, 4))])
+    x = FakeArray((3, 4), np.float32)
+    out = _plan(compiled)([x])
+    leaf = types.SimpleNamespace(array=types.SimpleNamespace(base_ptr=x.data.ptr))
+    ctx = launch.CallContext(False, "cupy", stream=9)
+    launch._launch_all(compiled, [leaf], ctx, [out.data.ptr])
+    fast, slow = fake_gpu.launches
+    assert fast["params"] == [x.data.ptr, 300, out.data.ptr, 2 ** 64 - 2]
+    assert slow["params"] == fast["params"] and slow["stream"] == 9
+
+
+def test_a_path_with_out_writes_the_given_arrays_and_refuses_overlap(fake_gpu):
+    """out= arrays: their pointers (less the offset back to their lowest address, for a
+    reversed view) go to the kernel, nothing is allocated, the given arrays come back; an
+    out= array overlapping an input is refused although its key is the same."""
+    k = _launcher(fake_gpu, 5, [("leaf", 0), ("out", 1), ("out", 0)])
+    compiled = _compiled([k], [(np.float32, (4,)), (np.float32, (4,))],
+                         structure=("tuple", None))
+    inputs = {0: callplan.PlanArray("args[0]", "cupy", 0, 16, "x")}
+    outs = [callplan.PlanArray("kw['out'][0]", "cupy", 12, 16),
+            callplan.PlanArray("kw['out'][1]", "cupy", 0, 16)]
+    call, source = callplan.build_plan(compiled, inputs, "cupy", 0, outs)
+    x, a, b = (FakeArray((4,), np.float32) for _ in range(3))
+    made = FakeArray.next_ptr
+    result = call([x], {"out": (a, b)})
+    assert result[0] is a and result[1] is b and FakeArray.next_ptr == made
+    assert fake_gpu.launches[0]["params"] == [x.data.ptr, b.data.ptr, a.data.ptr - 12]
+    with pytest.raises(launch.ArgumentError, match=r"out\[1\] overlaps the memory of input 'x'"):
+        call([x], {"out": (a, x)})
+    assert len(fake_gpu.launches) == 1
+
+
+class _Stream:
+    def __init__(self, ptr):
+        self.ptr = ptr
+
+
+@pytest.mark.parametrize("stream, handle", [(123, 123), (_Stream(456), 456)])
+def test_a_path_with_stream_launches_on_that_stream(fake_gpu, stream, handle):
+    k1 = _launcher(fake_gpu, 1, [("leaf", 0), ("tmp", "t")])
+    k2 = _launcher(fake_gpu, 2, [("tmp", "t"), ("out", 0)])
+    compiled = _compiled([k1, k2], [(np.float32, ())], temps=[("t", np.float32, (8,))])
+    entered = []
+
+    class OnStream:
+        """Records the allocations made inside it (the temporaries, for the call's stream)."""
+        def __init__(self, h):
+            self.h = h
+
+        def __enter__(self):
+            entered.append((self.h, FakeArray.next_ptr))
+
+        def __exit__(self, *exc):
+            entered.append((self.h, FakeArray.next_ptr))
+    call = _plan(compiled, stream_obj=stream, stream_given=True, temps_on_stream=OnStream)
+    call([FakeArray((8,), np.float32)], {"stream": stream})
+    assert [la["stream"] for la in fake_gpu.launches] == [handle, handle]
+    (h0, before), (h1, after) = entered
+    assert h0 == h1 == handle and after - before == 0x1000      # the one temporary
+
+
+def test_zero_size_outputs_launch_nothing(fake_gpu):
+    k = _launcher(fake_gpu, 5, [("leaf", 0), ("out", 0)])
+    out = _plan(_compiled([k], [(np.float32, (0, 4))]))([FakeArray((0, 4), np.float32)])
+    assert out.shape == (0, 4) and fake_gpu.launches == []
+
+
+class _CAI:
+    """An object exposing only __cuda_array_interface__."""
+
+    def __init__(self, shape, typestr="<f4", ptr=4096, strides=None):
+        self.__cuda_array_interface__ = {"shape": shape, "typestr": typestr,
+                                         "data": (ptr, False), "strides": strides,
+                                         "version": 3}
+
+
+def test_keys_tell_apart_what_a_compiled_signature_depends_on():
+    key = callplan.fast_key
+    base = key((_CAI((4, 8)), 2.0))
+    assert key((_CAI((4, 8)), 2.0)) == base                     # equal arguments
+    assert key((_CAI((4, 8), ptr=4096 + 32), 2.0)) == base      # same alignment
+    for other in [(_CAI((4, 8), ptr=4096 + 4), 2.0), (_CAI((8, 4)), 2.0),
+                  (_CAI((4, 8), "<f2"), 2.0), (_CAI((4, 8), strides=(4, 16)), 2.0),
+                  (_CAI((4, 8)), 3.0), (_CAI((4, 8)), 2)]:
+        assert key(other) != base
+    assert key((_CAI((4, 8)),), {"eps": 2.0}) != base
+    out = _CAI((4, 8))
+    forms = [key((_CAI((4, 8)),), {"out": o}) for o in (out, (out,), [out], {"y": out})]
+    assert len(set(forms)) == 4
+    assert key((_CAI((4, 8)),), {"stream": 5}) == key((_CAI((4, 8)),), {"stream": 6})
+    assert key((_CAI((4, 8)),), {"stream": 5}) != key((_CAI((4, 8)),), {"stream": _Stream(5)})
+
+
+@pytest.mark.parametrize("args", [(np.zeros(3),), ([1, 2],), ({"a": 1},), (object(),)])
+def test_no_key_for_what_only_the_full_path_takes(args):
+    """Host arrays (copied to the device), unhashable or unknown values: no key."""
+    assert callplan.fast_key(args) is None

@@ -135,9 +135,9 @@ def inspect_array(value, name):
         shape = tuple(cai["shape"])
         strides = _element_strides(cai.get("strides"), shape, dt.itemsize, name)
         kind = "cupy" if mod == "cupy" else ("numba" if mod == "numba" else "cai")
-        dev = getattr(getattr(value, "device", None), "id", 0)
-        return ArrayArg(name, value, kind, DEVICE, shape, dt, strides, cai["data"][0],
-                        dev if isinstance(dev, int) else 0)
+        ptr = cai["data"][0]
+        return ArrayArg(name, value, kind, DEVICE, shape, dt, strides, ptr,
+                        cai_device(value, ptr))
     if isinstance(value, (list, tuple)) and value and all(
             isinstance(v, (int, float, bool, np.ndarray, np.generic)) for v in value):
         return None
@@ -145,30 +145,89 @@ def inspect_array(value, name):
 
 
 def _inspect_torch(t, name):
-    bf16 = str(t.dtype) == "torch.bfloat16"    # no __cuda_array_interface__ or .numpy() for it
-    if bf16 and dtypes.BFLOAT16 is None:
-        raise dtypes.bfloat16_needed(f"argument {name!r}")
+    import torch
+    if t.requires_grad and torch.is_grad_enabled():
+        raise ArgumentError(f"argument {name!r} is a tensor that requires grad; numbamr's "
+                            "kernels have no backward: pass t.detach(), or call under "
+                            "torch.no_grad()")
+    dt = torch_dtype_to_numpy(t.dtype, f"argument {name!r}")
     if t.is_cuda:
-        if bf16:
-            dt, ptr = dtypes.BFLOAT16, t.data_ptr()
-        else:
-            cai = t.__cuda_array_interface__
-            dt, ptr = dtypes.check(np.dtype(cai["typestr"]), f"argument {name!r}"), \
-                cai["data"][0]
-        strides = tuple(int(s) for s in t.stride())
-        strides = _canonical_strides(strides, tuple(t.shape))
-        return ArrayArg(name, t, "torch", DEVICE, tuple(t.shape), dt, strides, ptr,
-                        t.device.index or 0)
+        strides = _canonical_strides(tuple(t.stride()), tuple(t.shape))
+        return ArrayArg(name, t, "torch", DEVICE, tuple(t.shape), dt, strides, t.data_ptr(),
+                        t.get_device())
+    if t.device.type != "cpu":
+        raise ArgumentError(f"argument {name!r} is a torch tensor on {t.device}; numbamr takes "
+                            "CUDA and CPU tensors")
     arr = t.detach()
-    arr = arr.view(_torch_uint16()).numpy().view(dtypes.BFLOAT16) if bf16 else arr.numpy()
+    arr = arr.view(torch.uint16).numpy().view(dtypes.BFLOAT16) if dtypes.is_bfloat16(dt) \
+        else arr.numpy()
     info = inspect_array(arr, name)
     info.kind = "torch"
     return info
 
 
-def _torch_uint16():
+_TORCH_DTYPES = {}
+
+
+def torch_dtype_to_numpy(torch_dtype, what):
+    """The NumPy dtype of a torch dtype (bfloat16: ml_dtypes'), or a DTypeError naming
+    ``what``."""
+    dt = _TORCH_DTYPES.get(torch_dtype)
+    if dt is not None:
+        return dt
+    name = str(torch_dtype).rpartition(".")[2]
+    if name == "bfloat16":
+        if dtypes.BFLOAT16 is None:
+            raise dtypes.bfloat16_needed(what)
+        dt = dtypes.BFLOAT16
+    else:
+        try:
+            dt = np.dtype(name)
+        except TypeError:
+            raise DTypeError(f"{what} has torch dtype {torch_dtype}, which numbamr does not "
+                             "support") from None
+        dt = dtypes.check(dt, what)
+    _TORCH_DTYPES[torch_dtype] = dt
+    return dt
+
+
+def numpy_dtype_to_torch(dtype):
     import torch
-    return torch.uint16
+    return getattr(torch, np.dtype(dtype).name)
+
+
+# ---- which GPU an array is on ----------------------------------------------------------------
+
+CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL = 9
+_GPUS = None
+
+
+def _gpus():
+    global _GPUS
+    if _GPUS is None:
+        from .device import gpu_count
+        _GPUS = gpu_count()
+    return _GPUS
+
+
+def pointer_device(ptr):
+    """The ordinal of the GPU whose memory ``ptr`` points into (0 on a host with one GPU,
+    without asking the driver)."""
+    if _gpus() <= 1 or not ptr:
+        return 0
+    import ctypes
+    from . import cudadriver
+    ordinal = ctypes.c_int(0)
+    err = cudadriver.driver().cuPointerGetAttribute(
+        ctypes.byref(ordinal), CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL, ctypes.c_uint64(ptr))
+    return ordinal.value if err == 0 else 0
+
+
+def cai_device(obj, ptr):
+    """The GPU of a ``__cuda_array_interface__`` object: its ``device.id`` where it has one,
+    else the device its pointer belongs to."""
+    dev = getattr(getattr(obj, "device", None), "id", None)
+    return dev if isinstance(dev, int) else pointer_device(ptr)
 
 
 def to_device(arg, cp):

@@ -13,8 +13,9 @@ import numpy as np
 from .. import dtypes, settings
 from ..errors import ArgumentError, DTypeError
 from . import arrays, binary, cudadriver, simmath
+from .callplan import const_slot, fast_key  # noqa: F401 (fast_key: jit's)
 from .compile import code_text, jit_kernel, source_path
-from .device import CLUSTER_ARCH, arch, clusters_available
+from .device import CLUSTER_ARCH, arch, clusters_available, gpu_count
 
 
 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
@@ -65,7 +66,8 @@ class _DriverLaunch:
         self.values = (ctypes.c_uint64 * n)()
         base = ctypes.addressof(self.values)
         self._slots = (ctypes.c_void_p * n)(*[base + 8 * i for i in range(n)])
-        # function, grid, block, shared bytes: plain integers for CuPy's binding (FastPath),
+        # function, grid, block, shared bytes: plain integers for CuPy's binding (the
+        # generated call paths, see callplan),
         # C values for ctypes
         self.raw_head = (int(handle), grid, 1, 1, block, 1, 1, shared)
         self.head = (ctypes.c_void_p(self.raw_head[0]),) + \
@@ -122,12 +124,12 @@ class Launcher:
         self.grid, self.block = lk.grid, lk.block
         self.shared = lk.program.dynamic_shared
         # where each parameter comes from: ('leaf', arg position), ('out', i), ('tmp', name),
-        # ('scratch', (what, size, dtype)): a split row's exchange buffers, made each launch
-        # ('const', n): a generic kernel's row count, the same for every launch of this
-        # signature
+        # ('scratch', (what, size, dtype)): a split row's exchange buffers, made each launch;
+        # ('const', int): a scalar the kernel takes by value (written into its slot as it is)
         self.params = [(("tmp", pos) if isinstance(pos, str) else ("leaf", pos))
                        if kind == "in" else ("scratch", pos + (dt,)) if kind == "scratch"
-                       else ("const", lk.kernel.nrows) if kind == "rows"
+                       else ("const", pos) if kind == "const"
+                       else ("const", lk.kernel.nrows) if kind == "rows"   # generic rows
                        else tuple(lk.targets[pos]) for _, kind, dt, pos in lk.program.params]
         # a split row's exchanges: the simulator runs the kernel once per exchange and once
         # more (see Emitter.op_xsync)
@@ -308,18 +310,26 @@ _SIM_LOCK = threading.Lock()
 
 
 class CallContext:
-    """Where a call's arrays live, which stream it uses, what kind of arrays it returns."""
+    """Where a call's arrays live (the simulator, or a GPU's ordinal), which stream it uses,
+    whether the call named that stream, and what kind of arrays it returns."""
 
-    def __init__(self, simulator, result_kind, stream=0):
+    def __init__(self, simulator, result_kind, stream=0, device=0, stream_given=False):
         self.simulator, self.result_kind, self.stream = simulator, result_kind, stream
+        self.device, self.stream_given = device, stream_given
 
 
-def _current_stream(kind):
+def _current_stream(kind, device):
+    """The current stream of the result's kind (torch's or CuPy's) on ``device``."""
     if kind == "torch":
         import torch
-        return torch.cuda.current_stream().cuda_stream
+        return torch.cuda.current_stream(device).cuda_stream
     cp = arrays.cupy_module()
-    return cp.cuda.get_current_stream().ptr if cp is not None else 0
+    if cp is None:
+        return 0
+    try:
+        return cp.cuda.get_current_stream(device).ptr
+    except TypeError:               # a CuPy whose get_current_stream takes no device
+        return cp.cuda.get_current_stream().ptr
 
 
 def stream_handle(stream):
@@ -354,17 +364,103 @@ def prepare_leaves(leaves, simulator, stream=None):
         raise ArgumentError("arrays on different devices: " + ", ".join(
             f"{leaf.name!r} on device {leaf.array.device}" for leaf in arrs
             if leaf.array.where == arrays.DEVICE))
+    device = devices.pop() if devices else current_device()
     result_kind = "numpy" if kinds <= {"numpy"} else ("torch" if "torch" in kinds else "cupy")
     cp = arrays.cupy_module()
-    for leaf in arrs:
-        if leaf.array.where == arrays.HOST:
-            if cp is None:
-                raise ArgumentError("running on a GPU needs CuPy for NumPy inputs: "
-                                    "pip install cupy-cuda13x")
-            leaf.array = arrays.to_device(leaf.array, cp)
+    with device_scope(device):
+        for leaf in arrs:
+            if leaf.array.where == arrays.HOST:
+                if cp is None:
+                    raise ArgumentError("running on a GPU needs CuPy for NumPy inputs: "
+                                        "pip install cupy-cuda13x")
+                leaf.array = arrays.to_device(leaf.array, cp)
     s = stream_handle(stream)
-    ctx = CallContext(False, result_kind, _current_stream(result_kind) if s is None else s)
+    ctx = CallContext(False, result_kind,
+                      _current_stream(result_kind, device) if s is None else s, device,
+                      s is not None)
     return leaves, ctx
+
+
+# ---- several GPUs ---------------------------------------------------------------------------
+
+def several_gpus():
+    """Whether this process sees more than one GPU (then every launch checks that its
+    device's context is current)."""
+    return gpu_count() > 1
+
+
+def current_device():
+    """The ordinal of the calling thread's current device (0 on a host with one GPU)."""
+    if not several_gpus():
+        return 0
+    found = cudadriver.current_device()
+    return found[0] if found is not None else 0
+
+
+_PRIMARY = {}
+_CC = {}
+
+
+def primary_context(device):
+    """The primary context of GPU ``device`` (what CuPy, torch and numba use), retained once
+    for the life of the process."""
+    ctx = _PRIMARY.get(device)
+    if ctx is None:
+        lib = cudadriver.driver()
+        handle, dev = ctypes.c_void_p(), ctypes.c_int()
+        err = lib.cuInit(0) or lib.cuDeviceGet(ctypes.byref(dev), device) or \
+            lib.cuDevicePrimaryCtxRetain(ctypes.byref(handle), dev)
+        if err != 0:
+            raise ArgumentError(f"GPU {device}: its context could not be made "
+                                f"({cudadriver.error_text(err)})")
+        ctx = _PRIMARY[device] = handle.value
+    return ctx
+
+
+def device_cc(device):
+    """GPU ``device``'s compute capability (major, minor)."""
+    cc = _CC.get(device)
+    if cc is None:
+        lib = cudadriver.driver()
+        major, minor, dev = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+        lib.cuInit(0)
+        lib.cuDeviceGet(ctypes.byref(dev), device)
+        lib.cuDeviceGetAttribute(ctypes.byref(major),
+                                 cudadriver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
+        lib.cuDeviceGetAttribute(ctypes.byref(minor),
+                                 cudadriver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
+        cc = _CC[device] = (major.value, minor.value)
+    return cc
+
+
+class device_scope:
+    """Within it, GPU ``device``'s context is current (kernels compiled and loaded there,
+    outputs allocated there, launches made there); the thread's own context is restored
+    after. Nothing is changed on a host with one GPU, or for ``None`` (the simulator)."""
+
+    def __init__(self, device):
+        self.device, self.prev = device, None
+
+    def __enter__(self):
+        if self.device is None or not several_gpus():
+            return self
+        want = primary_context(self.device)
+        prev = cudadriver.current_context().value
+        if prev != want:
+            self.prev = (prev,)
+            _set_context(want)
+        return self
+
+    def __exit__(self, *exc):
+        if self.prev is not None:
+            _set_context(self.prev[0])
+            self.prev = None
+
+
+def _set_context(handle):
+    err = cudadriver.driver().cuCtxSetCurrent(ctypes.c_void_p(handle))
+    if err != 0:
+        raise RuntimeError(f"cuCtxSetCurrent failed with {cudadriver.error_text(err)}")
 
 
 def _alloc(ctx, dtype, shape, temp=False):
@@ -372,13 +468,36 @@ def _alloc(ctx, dtype, shape, temp=False):
         return np.empty(shape, dtype)
     if ctx.result_kind == "torch":
         import torch
-        return torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name), device="cuda")
+        return torch.empty(shape, dtype=getattr(torch, np.dtype(dtype).name),
+                           device=torch.device("cuda", ctx.device))
     if dtypes.is_bfloat16(dtype):       # CuPy has no bfloat16: its bits (see _convert)
         if ctx.result_kind == "cupy" and not temp:
             raise DTypeError("this function returns a bfloat16 array, which CuPy cannot "
                              "hold: pass torch tensors (torch out) or NumPy arrays")
         dtype = np.uint16
     return arrays.cupy_module().empty(shape, dtype)
+
+
+def temps_on_stream(result_kind, device):
+    """A function of a stream handle giving the context in which a call's temporaries are
+    allocated for that stream, so that the allocator (CuPy's pool, torch's caching
+    allocator, both ordered by stream) reuses their memory only behind the call's kernels;
+    None for the simulator."""
+    if result_kind == "torch":
+        import torch
+
+        def on_stream(handle):
+            return torch.cuda.stream(torch.cuda.ExternalStream(handle, device=device))
+        return on_stream
+    cp = arrays.cupy_module()
+    if cp is None:
+        return None
+
+    def on_stream(handle):
+        with warnings.catch_warnings():     # CuPy 14 deprecates it for another protocol
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return cp.cuda.ExternalStream(handle, device)
+    return on_stream
 
 
 def _device_ptr(arr):
@@ -421,27 +540,54 @@ def _run_into(compiled, leaves, ctx, given):
 
 def _launch_all(compiled, leaves, ctx, outs):
     """Launch every kernel writing ``outs``: 1-D host arrays in the simulator, device
-    pointers on a GPU. Temporaries between kernels are allocated here."""
-    temps = {t.name: _alloc(ctx, t.dtype, t.shape, temp=True) for t in compiled.lowered.temps}
-    for launcher in compiled.launchers:
-        if launcher.grid == 0:
-            continue
-        scratch = {i: _scratch(ctx, i) for src, i in launcher.params if src == "scratch"}
+    pointers on a GPU. Temporaries between kernels are allocated here (for a named stream,
+    on that stream: see temps_on_stream)."""
+    launchers = [launcher for launcher in compiled.launchers if launcher.grid > 0]
+    on_stream = temps_on_stream(ctx.result_kind, ctx.device) \
+        if ctx.stream_given and not ctx.simulator else None
+    with on_stream(ctx.stream) if on_stream is not None else _NO_SCOPE:
+        temps = {t.name: _alloc(ctx, t.dtype, t.shape, temp=True)
+                 for t in compiled.lowered.temps}
+        scratch = [{i: _scratch(ctx, i) for src, i in launcher.params if src == "scratch"}
+                   for launcher in launchers]
+    for launcher, scratch_of in zip(launchers, scratch):
         if ctx.simulator:
-            args = [np.int64(i) if src == "const" else
-                    arrays.bits_view(arrays.host_buffer(leaves[i].array) if src == "leaf" else
-                                     outs[i] if src == "out" else scratch[i] if
-                                     src == "scratch" else temps[i].reshape(-1))
-                    for src, i in launcher.params]
-            with _SIM_LOCK:          # numba's simulator runs one kernel at a time
-                for phase in range(launcher.phases):
-                    simmath.PHASE[0] = phase
-                    launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
+            _simulate(launcher, [_sim_arg(leaves, outs, scratch_of, temps, src, i)
+                                 for src, i in launcher.params])
         else:
-            ptrs = [leaves[i].array.base_ptr if src == "leaf" else i if src == "const" else
-                    outs[i] if src == "out" else _device_ptr(scratch[i]) if src == "scratch"
-                    else _device_ptr(temps[i]) for src, i in launcher.params]
+            ptrs = [leaves[i].array.base_ptr if src == "leaf" else
+                    outs[i] if src == "out" else _device_ptr(scratch_of[i])
+                    if src == "scratch" else _device_ptr(temps[i]) if src == "tmp"
+                    else const_slot(i) for src, i in launcher.params]
             launcher.launch(ptrs, ctx.stream)
+
+
+class _NoScope:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+_NO_SCOPE = _NoScope()
+
+
+def _sim_arg(leaves, outs, scratch, temps, src, i):
+    """A kernel argument in the simulator: a 1-D view of an array's memory (bfloat16 as its
+    bits), or a constant's int."""
+    if src == "const":
+        return int(i)
+    return arrays.bits_view(arrays.host_buffer(leaves[i].array) if src == "leaf" else
+                            outs[i] if src == "out" else scratch[i] if src == "scratch"
+                            else temps[i].reshape(-1))
+
+
+def _simulate(launcher, args):
+    with _SIM_LOCK:          # numba's simulator runs one kernel at a time
+        for phase in range(launcher.phases):
+            simmath.PHASE[0] = phase
+            launcher.kernel[launcher.grid, launcher.block, 0, launcher.shared](*args)
 
 
 def _scratch(ctx, spec):
@@ -475,96 +621,3 @@ def _structure(structure, outs):
     if kind == "dict":
         return dict(zip(meta, outs))
     return tuple(outs) if kind == "tuple" else list(outs)
-
-
-class FastPath:
-    """The call path for one compiled signature whose array arguments are all CuPy arrays
-    with non-negative strides: a small function generated for it allocates the outputs and
-    launches each kernel on CuPy's current stream, with no per-call argument objects."""
-
-    def __init__(self, compiled):
-        import cupy
-        lowered = compiled.lowered
-        # CuPy's cuLaunchKernel binding (compiled) costs the host about a microsecond less
-        # than a ctypes call; it raises where the driver returns an error
-        env = {"empty": cupy.ndarray, "stream": cupy.cuda.get_current_stream,
-               "LAUNCH": cupy.cuda.driver.launchKernel,
-               "DRIVER_ERROR": cupy.cuda.driver.CUDADriverError}
-        lines = ["def call(args):"]
-        for i, (dt, shape) in enumerate(lowered.out_specs):
-            env[f"D{i}"], env[f"S{i}"] = dt, shape
-            lines.append(f"    o{i} = empty(S{i}, D{i})")
-        temp_index = {}
-        for j, t in enumerate(lowered.temps):
-            env[f"TD{j}"], env[f"TS{j}"] = t.dtype, t.shape
-            temp_index[t.name] = j
-            lines.append(f"    t{j} = empty(TS{j}, TD{j})")
-        lines.append("    s = stream().ptr")
-        env["MEMSET"] = cudadriver.memset32
-        for k, l in enumerate(launcher for launcher in compiled.launchers if launcher.grid > 0):
-            for j, (src, spec) in enumerate(l.params):
-                if src == "scratch":
-                    what, size, env[f"XD{k}_{j}"] = spec
-                    lines.append(f"    x{k}_{j} = empty(({size},), XD{k}_{j})")
-                    if what == "flag":
-                        lines.append(f"    MEMSET(x{k}_{j}.data.ptr, 0, {size}, s)")
-            ptrs = [f"args[{i}].data.ptr" if src == "leaf" else str(i) if src == "const" else
-                    f"o{i}.data.ptr" if src == "out" else f"x{k}_{j}.data.ptr"
-                    if src == "scratch" else f"t{temp_index[i]}.data.ptr"
-                    for j, (src, i) in enumerate(l.params)]
-            lines += _inline_launch(env, k, l.launch, ptrs)
-        kind, meta = lowered.structure
-        outs = [f"o{i}" for i in range(len(lowered.out_specs))]
-        if kind == "single":
-            lines.append("    return o0")
-        elif kind == "dict":
-            env["KEYS"] = list(meta)
-            lines.append(f"    return dict(zip(KEYS, ({', '.join(outs)},)))")
-        else:
-            lines.append(f"    return {'(' if kind == 'tuple' else '['}{', '.join(outs)}"
-                         f"{',)' if kind == 'tuple' else ']'}")
-        exec("\n".join(lines), env)                 # noqa: S102 (our own generated code)
-        self.call = env["call"]
-        self.source = "\n".join(lines)
-
-
-def _inline_launch(env, k, launch, ptrs):
-    """Source lines launching kernel ``k`` (a _DriverLaunch) with pointer expressions
-    ``ptrs`` on stream ``s``: its parameter block filled slot by slot, then one driver call
-    (a failed one is retried or raised by the _DriverLaunch, outside its lock)."""
-    env.update({f"K{k}": launch, f"V{k}": launch.values, f"P{k}": launch.params.value})
-    head = ", ".join(str(v) for v in launch.raw_head)
-    lines = [f"    with K{k}.lock:"]
-    lines += [f"        V{k}[{j}] = p{k}_{j} = {p}" for j, p in enumerate(ptrs)]
-    if launch.config is not None:       # a dependent launch: cuLaunchKernelEx, by ctypes
-        env.update({f"C{k}": launch.config, f"CP{k}": launch.config_ptr,
-                    "LAUNCH_EX": cudadriver.LAUNCH_EX})
-        lines += [f"        C{k}.stream = s",
-                  f"        e = LAUNCH_EX(CP{k}, {launch.raw_head[0]}, P{k}, None)"]
-    else:
-        lines += ["        try:",
-                  f"            LAUNCH({head}, s, P{k}, 0)",
-                  "            e = 0",
-                  "        except DRIVER_ERROR as error:",
-                  "            e = error.status"]
-    lines.append("    if e:")
-    lines.append(f"        K{k}.retry(e, [{', '.join(f'p{k}_{j}' for j in range(len(ptrs)))}], s)")
-    return lines
-
-
-def fast_key(args):
-    """Signature key of a call on CuPy arrays and hashable statics (for FastPath), or None.
-    Strides are part of the key, so negative-stride arrays never match a registered path."""
-    key = []
-    nd = arrays.cupy_ndarray()
-    for a in args:
-        if type(a) is nd:
-            data = a.data
-            key.append((a.dtype.char, a.shape, a.strides, data.ptr & 15, data.device_id))
-        elif isinstance(a, (int, bool, str, type(None))):
-            key.append((type(a), a))
-        elif isinstance(a, float):      # by its bits: 0.0 == -0.0 and nan != nan
-            key.append((type(a), dtypes.static_key(a)))
-        else:
-            return None
-    return tuple(key)
