@@ -21,7 +21,7 @@ instructions and the table of their ops.
 """
 from ...ops import Op
 from ..kernel import walk
-from ..options import occupancy_shared
+from ..heuristics import occupancy_shared
 from ..ranges import reciprocal_in_range
 from .chunks import ChunksMixin
 from .combine import UNROLLED_PARTIALS, CombineMixin
@@ -40,9 +40,8 @@ __all__ = ["linearize", "Linearizer", "Instr", "Program", "OPS", "OpInfo", "form
            "reciprocal_in_range"]
 
 # a persistent cluster keeps its row's input values in registers from the first pass on,
-# so the row's stage is refilled after that pass's barrier, not after the last pass's
-# (layernorm 1024 x 65536 on the H200: 3831 GB/s against 3892-3895 reading the row again
-# from its stage, bench/RESULTS.md); a study knob of bench/variants.py
+# so the row's stage is refilled after that pass's barrier, not after the last pass's; a
+# study knob of bench/variants.py, slower (docs/heuristics.md#persistent-registers)
 PERSISTENT_HOLD_ROWS = False
 
 

@@ -44,8 +44,7 @@ class ChunksMixin:
             self.add("ENDPASS", arg=(g.id, "resident"))
             if L.persistent:
                 # later passes read the row again from shared memory: the registers hold
-                # the weights (layernorm 1024 x 65536 on the H200: 3815-3847 GB/s so,
-                # 3795-3814 keeping the row in registers too)
+                # the weights (docs/heuristics.md#persistent-registers)
                 self.forget_row_values(g)
             return
         per_iter = span * plan.chunks

@@ -5,7 +5,7 @@ from ...ops import Op
 from .literals import const_literal, is_arg
 
 # shared-memory partials combined without a loop (see combine_partials): a row layout has at
-# most 32 (1024 threads); measured on the H200, a loop over 32 there cost long rows 10-20%
+# most 32 (1024 threads), where a loop costs (docs/heuristics.md#unrolled-partials)
 UNROLLED_PARTIALS = 32
 
 

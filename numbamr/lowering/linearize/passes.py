@@ -40,10 +40,7 @@ class PassesMixin:
         pending = {r.id: [] for r in insts}
         early, seen = self.prefetched_loads(g, insts), []
         # peeled where a one-pass reduce then updates once an iteration (Welford: one
-        # division an iteration, not one an element). Measured on the H200: column
-        # variance 3000 x 50000 37% -> 78% of the copy ceiling; the plain partial sums of a
-        # column variance at 100000 x 999, peeled, lost 39% (registers 32 -> 48, a second
-        # wave of blocks)
+        # division an iteration, not one an element; docs/heuristics.md#peeled-rows)
         peel = any(r.id in self.fused_first for r in insts)
         for ch in self.chunks(g, peel):
             batched = batchable and ch.whole
@@ -106,11 +103,9 @@ class PassesMixin:
         """Loads of the outputs over ``g`` that are the same for every row (a weight), to be
         issued with the first pass over a split row's chunks rather than after its blocks
         exchange: their latency then hides behind the exchange, and the outputs find them in
-        registers. Only where they hold no more values than the row's own chunks do:
-        measured on the H200 at 1024 x 65536 (bench/RESULTS.md), rmsnorm's one weight went
-        from 91% to 96% of the copy ceiling, layernorm's two weights lost 7%. Not in blocks
-        of 1024 threads, whose 64 registers a thread the row's values nearly fill (rmsnorm
-        at 256 x 262144 would spill)."""
+        registers. Only where they hold no more values than the row's own chunks do, and
+        not in blocks of 1024 threads, whose registers the row's values nearly fill
+        (docs/heuristics.md#prefetched-weights)."""
         plan = self.L.groups[g.id]
         if self.L.split == 1 or not plan.resident or plan.staged or insts[0].depth != 0 or \
                 self.L.block_threads > 512:

@@ -1,7 +1,7 @@
 """Persistent clusters: a loop over rows, each row's inputs brought ahead by bulk copy."""
 import numpy as np
 
-from ..options import column_loads, row_loads
+from ..accesses import column_loads, row_loads
 from .chunks import Chunk
 from .program import Instr
 

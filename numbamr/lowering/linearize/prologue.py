@@ -1,7 +1,7 @@
 """The prologue: parameters, thread and row indices, split segments, shared memory."""
 import numpy as np
 
-from ..options import staged_loads, _stage_bytes
+from ..accesses import staged_loads, staged_region_bytes
 from .literals import exchange_dtype
 
 
@@ -125,7 +125,7 @@ class PrologueMixin:
                     arrays[dt.name] = self.names.new(f"stage_{dt.name}")
                     self.add("STAGE_DECL", (arrays[dt.name],), arg=dt.name, dtype=dt)
                 self.stage_slot[w.id] = (arrays[dt.name], offset // dt.itemsize)
-                offset += _stage_bytes(plan.staged, self.L.threads_per_row, plan.vector, dt)
+                offset += staged_region_bytes(plan.staged, self.L.threads_per_row, plan.vector, dt)
         self.stage_bytes = offset
 
     def declare_shared(self, r):
