@@ -3,7 +3,8 @@ from dataclasses import dataclass
 
 from ..errors import ArgumentError
 from .kernel import build_kernel, format_kernel
-from .options import KernelOptions, choose
+from .options import KernelOptions
+from .heuristics import choose
 from .linearize import linearize, format_program
 from .online import find_fusions
 from .verify import verify

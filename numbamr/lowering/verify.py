@@ -1,16 +1,20 @@
 """Checks between stages: scopes, blocks and barriers of a linear program.
 
 - every name is defined before it is read, in a scope that is still open;
-- IF/ENDIF and LOOP/ENDLOOP nest and are all closed by the end;
+- blocks (IF/ENDIF, LOOP/ENDLOOP, ROWLOOP/ENDROWLOOP) nest and are all closed by the end;
 - no barrier or warp shuffle sits inside an IF (every thread of a block must reach it);
-- no IF or LOOP is empty (its Python source would not parse);
+- no block is empty (its Python source would not parse);
 - every shared array belongs to one reduce, and only that reduce's instructions touch it.
+
+What each op is (opens a block, is a barrier, touches a reduce's shared array) comes from
+the table ``linearize.OPS``.
 """
 import re
 
 from ..errors import VerifyError
+from .linearize.program import CLOSERS, OPS
 
-_OPEN = {"IF": "ENDIF", "LOOP": "ENDLOOP"}
+_OPEN = {op: info.closes for op, info in OPS.items() if info.scope}    # IF -> ENDIF ...
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z_0-9]*$")
 _LITERALS = {"True", "False"}
 
@@ -27,12 +31,15 @@ def verify(program):
         for s in ins.srcs:
             if _IDENT.match(s) and s not in _LITERALS and not any(s in sc for sc in scopes):
                 raise VerifyError(f"{where} reads {s!r} outside the scope that defines it")
-        if ins.op in ("BARRIER", "SHFL", "XSYNC") and "IF" in stack:
+        info = OPS.get(ins.op)
+        if info is None:
+            raise VerifyError(f"{where}: unknown op {ins.op!r}")
+        if info.barrier and "IF" in stack:
             raise VerifyError(f"{where}: a {ins.op.lower()} inside an if block is not reached "
                               "by every thread")
-        if ins.op == "SHARED":
+        if info.shared == "reduce" and info.declares:
             owner[ins.out[0]] = ins.arg[1]
-        if ins.op in ("SHARED_STORE", "SHARED_LOAD"):
+        elif info.shared == "reduce":
             if ins.srcs[0] not in owner:
                 raise VerifyError(f"{where} uses an undeclared shared array")
             if owner[ins.srcs[0]] != ins.arg[1]:
@@ -41,7 +48,7 @@ def verify(program):
         if ins.op in _OPEN:
             stack.append(ins.op)
             scopes.append(set())
-        elif ins.op in ("ENDIF", "ENDLOOP"):
+        elif CLOSERS.get(ins.op) in _OPEN:
             if not stack or _OPEN[stack[-1]] != ins.op:
                 raise VerifyError(f"{where} closes a block that is not open")
             if i and program.instrs[i - 1].op in _OPEN:

@@ -1,0 +1,245 @@
+# softmax_8192x8192, target=sm_90: 1 kernel(s)
+# numbamr kernel softmax (cuda target)
+# grid=8192 block=512
+import math
+from numba import cuda
+from numba.types import (boolean, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
+                         float16, float32, float64)
+from numbamr.runtime.intrinsics import select, vload_keep, vstore, fmax_nan, fmin_nan, mul_rn
+from numbamr.runtime.intrinsics import griddep_wait, griddep_launch
+inf = math.inf
+nan = math.nan
+
+
+def softmax(x, out0):
+    # x: input 0, float32
+    # out0: output 0, float32
+    griddep_launch()  # the stream's next kernel may start its blocks
+    griddep_wait()  # the stream's previous kernel has finished
+    # 8192 rows, 1 per block, 512 threads per row (row layout)
+    tid = int64(cuda.threadIdx.x)
+    bid = int64(cuda.blockIdx.x)
+    lane = tid
+    rib = 0
+    row = bid * 1 + rib
+    smem_max0 = cuda.shared.array((1, 16), float32)  # reduce #0 only
+    smem_sum1 = cuda.shared.array((1, 16), float32)  # reduce #1 only
+    # reduce #0 max over q0 (8192,)
+    acc_max0 = float32(-inf)
+    # -- pass over loop group 0 (row resident in registers)
+    q0_0 = lane * 4 + 0
+    base = 8192 * row
+    x_q0_0_0, x_q0_0_1, x_q0_0_2, x_q0_0_3 = vload_keep(x, base + q0_0, 4)
+    acc_max0 = fmax_nan(x_q0_0_0, acc_max0)
+    acc_max0 = fmax_nan(x_q0_0_1, acc_max0)
+    acc_max0 = fmax_nan(x_q0_0_2, acc_max0)
+    acc_max0 = fmax_nan(x_q0_0_3, acc_max0)
+    q0_1 = lane * 4 + 2048
+    x_q0_1_0, x_q0_1_1, x_q0_1_2, x_q0_1_3 = vload_keep(x, base + q0_1, 4)
+    acc_max0 = fmax_nan(x_q0_1_0, acc_max0)
+    acc_max0 = fmax_nan(x_q0_1_1, acc_max0)
+    acc_max0 = fmax_nan(x_q0_1_2, acc_max0)
+    acc_max0 = fmax_nan(x_q0_1_3, acc_max0)
+    q0_2 = lane * 4 + 4096
+    x_q0_2_0, x_q0_2_1, x_q0_2_2, x_q0_2_3 = vload_keep(x, base + q0_2, 4)
+    acc_max0 = fmax_nan(x_q0_2_0, acc_max0)
+    acc_max0 = fmax_nan(x_q0_2_1, acc_max0)
+    acc_max0 = fmax_nan(x_q0_2_2, acc_max0)
+    acc_max0 = fmax_nan(x_q0_2_3, acc_max0)
+    q0_3 = lane * 4 + 6144
+    x_q0_3_0, x_q0_3_1, x_q0_3_2, x_q0_3_3 = vload_keep(x, base + q0_3, 4)
+    acc_max0 = fmax_nan(x_q0_3_0, acc_max0)
+    acc_max0 = fmax_nan(x_q0_3_1, acc_max0)
+    acc_max0 = fmax_nan(x_q0_3_2, acc_max0)
+    acc_max0 = fmax_nan(x_q0_3_3, acc_max0)
+    # -- end of pass over loop group 0
+    # combine #0 max across 512 threads
+    acc_max0_x16 = cuda.shfl_xor_sync(0xFFFFFFFF, acc_max0, 16)
+    acc_max0 = fmax_nan(acc_max0_x16, acc_max0)
+    acc_max0_x8 = cuda.shfl_xor_sync(0xFFFFFFFF, acc_max0, 8)
+    acc_max0 = fmax_nan(acc_max0_x8, acc_max0)
+    acc_max0_x4 = cuda.shfl_xor_sync(0xFFFFFFFF, acc_max0, 4)
+    acc_max0 = fmax_nan(acc_max0_x4, acc_max0)
+    acc_max0_x2 = cuda.shfl_xor_sync(0xFFFFFFFF, acc_max0, 2)
+    acc_max0 = fmax_nan(acc_max0_x2, acc_max0)
+    acc_max0_x1 = cuda.shfl_xor_sync(0xFFFFFFFF, acc_max0, 1)
+    acc_max0 = fmax_nan(acc_max0_x1, acc_max0)
+    if lane % 32 == 0:
+        smem_max0[rib, lane // 32] = acc_max0
+    cuda.syncthreads()  # partials of reduce #0 written
+    max0_v = smem_max0[rib, 0]
+    max0_v_1 = smem_max0[rib, 1]
+    max0_v = fmax_nan(max0_v_1, max0_v)
+    max0_v_2 = smem_max0[rib, 2]
+    max0_v = fmax_nan(max0_v_2, max0_v)
+    max0_v_3 = smem_max0[rib, 3]
+    max0_v = fmax_nan(max0_v_3, max0_v)
+    max0_v_4 = smem_max0[rib, 4]
+    max0_v = fmax_nan(max0_v_4, max0_v)
+    max0_v_5 = smem_max0[rib, 5]
+    max0_v = fmax_nan(max0_v_5, max0_v)
+    max0_v_6 = smem_max0[rib, 6]
+    max0_v = fmax_nan(max0_v_6, max0_v)
+    max0_v_7 = smem_max0[rib, 7]
+    max0_v = fmax_nan(max0_v_7, max0_v)
+    max0_v_8 = smem_max0[rib, 8]
+    max0_v = fmax_nan(max0_v_8, max0_v)
+    max0_v_9 = smem_max0[rib, 9]
+    max0_v = fmax_nan(max0_v_9, max0_v)
+    max0_v_10 = smem_max0[rib, 10]
+    max0_v = fmax_nan(max0_v_10, max0_v)
+    max0_v_11 = smem_max0[rib, 11]
+    max0_v = fmax_nan(max0_v_11, max0_v)
+    max0_v_12 = smem_max0[rib, 12]
+    max0_v = fmax_nan(max0_v_12, max0_v)
+    max0_v_13 = smem_max0[rib, 13]
+    max0_v = fmax_nan(max0_v_13, max0_v)
+    max0_v_14 = smem_max0[rib, 14]
+    max0_v = fmax_nan(max0_v_14, max0_v)
+    max0_v_15 = smem_max0[rib, 15]
+    max0_v = fmax_nan(max0_v_15, max0_v)
+    max0 = max0_v
+    # reduce #1 sum over q0 (8192,)
+    acc_sum1 = float32(0.0)
+    # -- pass over loop group 0 (row resident in registers)
+    sub_0_0 = x_q0_0_0 - max0
+    exp_0_0 = math.exp(sub_0_0)
+    sub_0_1 = x_q0_0_1 - max0
+    exp_0_1 = math.exp(sub_0_1)
+    sub_0_2 = x_q0_0_2 - max0
+    exp_0_2 = math.exp(sub_0_2)
+    sub_0_3 = x_q0_0_3 - max0
+    exp_0_3 = math.exp(sub_0_3)
+    acc_sum1 = acc_sum1 + exp_0_0
+    acc_sum1 = acc_sum1 + exp_0_1
+    acc_sum1 = acc_sum1 + exp_0_2
+    acc_sum1 = acc_sum1 + exp_0_3
+    sub_1_0 = x_q0_1_0 - max0
+    exp_1_0 = math.exp(sub_1_0)
+    sub_1_1 = x_q0_1_1 - max0
+    exp_1_1 = math.exp(sub_1_1)
+    sub_1_2 = x_q0_1_2 - max0
+    exp_1_2 = math.exp(sub_1_2)
+    sub_1_3 = x_q0_1_3 - max0
+    exp_1_3 = math.exp(sub_1_3)
+    acc_sum1 = acc_sum1 + exp_1_0
+    acc_sum1 = acc_sum1 + exp_1_1
+    acc_sum1 = acc_sum1 + exp_1_2
+    acc_sum1 = acc_sum1 + exp_1_3
+    sub_2_0 = x_q0_2_0 - max0
+    exp_2_0 = math.exp(sub_2_0)
+    sub_2_1 = x_q0_2_1 - max0
+    exp_2_1 = math.exp(sub_2_1)
+    sub_2_2 = x_q0_2_2 - max0
+    exp_2_2 = math.exp(sub_2_2)
+    sub_2_3 = x_q0_2_3 - max0
+    exp_2_3 = math.exp(sub_2_3)
+    acc_sum1 = acc_sum1 + exp_2_0
+    acc_sum1 = acc_sum1 + exp_2_1
+    acc_sum1 = acc_sum1 + exp_2_2
+    acc_sum1 = acc_sum1 + exp_2_3
+    sub_3_0 = x_q0_3_0 - max0
+    exp_3_0 = math.exp(sub_3_0)
+    sub_3_1 = x_q0_3_1 - max0
+    exp_3_1 = math.exp(sub_3_1)
+    sub_3_2 = x_q0_3_2 - max0
+    exp_3_2 = math.exp(sub_3_2)
+    sub_3_3 = x_q0_3_3 - max0
+    exp_3_3 = math.exp(sub_3_3)
+    acc_sum1 = acc_sum1 + exp_3_0
+    acc_sum1 = acc_sum1 + exp_3_1
+    acc_sum1 = acc_sum1 + exp_3_2
+    acc_sum1 = acc_sum1 + exp_3_3
+    # -- end of pass over loop group 0
+    # combine #1 sum across 512 threads
+    acc_sum1_x16 = cuda.shfl_xor_sync(0xFFFFFFFF, acc_sum1, 16)
+    acc_sum1 = acc_sum1 + acc_sum1_x16
+    acc_sum1_x8 = cuda.shfl_xor_sync(0xFFFFFFFF, acc_sum1, 8)
+    acc_sum1 = acc_sum1 + acc_sum1_x8
+    acc_sum1_x4 = cuda.shfl_xor_sync(0xFFFFFFFF, acc_sum1, 4)
+    acc_sum1 = acc_sum1 + acc_sum1_x4
+    acc_sum1_x2 = cuda.shfl_xor_sync(0xFFFFFFFF, acc_sum1, 2)
+    acc_sum1 = acc_sum1 + acc_sum1_x2
+    acc_sum1_x1 = cuda.shfl_xor_sync(0xFFFFFFFF, acc_sum1, 1)
+    acc_sum1 = acc_sum1 + acc_sum1_x1
+    if lane % 32 == 0:
+        smem_sum1[rib, lane // 32] = acc_sum1
+    cuda.syncthreads()  # partials of reduce #1 written
+    sum1_v = smem_sum1[rib, 0]
+    sum1_v_1 = smem_sum1[rib, 1]
+    sum1_v = sum1_v + sum1_v_1
+    sum1_v_2 = smem_sum1[rib, 2]
+    sum1_v = sum1_v + sum1_v_2
+    sum1_v_3 = smem_sum1[rib, 3]
+    sum1_v = sum1_v + sum1_v_3
+    sum1_v_4 = smem_sum1[rib, 4]
+    sum1_v = sum1_v + sum1_v_4
+    sum1_v_5 = smem_sum1[rib, 5]
+    sum1_v = sum1_v + sum1_v_5
+    sum1_v_6 = smem_sum1[rib, 6]
+    sum1_v = sum1_v + sum1_v_6
+    sum1_v_7 = smem_sum1[rib, 7]
+    sum1_v = sum1_v + sum1_v_7
+    sum1_v_8 = smem_sum1[rib, 8]
+    sum1_v = sum1_v + sum1_v_8
+    sum1_v_9 = smem_sum1[rib, 9]
+    sum1_v = sum1_v + sum1_v_9
+    sum1_v_10 = smem_sum1[rib, 10]
+    sum1_v = sum1_v + sum1_v_10
+    sum1_v_11 = smem_sum1[rib, 11]
+    sum1_v = sum1_v + sum1_v_11
+    sum1_v_12 = smem_sum1[rib, 12]
+    sum1_v = sum1_v + sum1_v_12
+    sum1_v_13 = smem_sum1[rib, 13]
+    sum1_v = sum1_v + sum1_v_13
+    sum1_v_14 = smem_sum1[rib, 14]
+    sum1_v = sum1_v + sum1_v_14
+    sum1_v_15 = smem_sum1[rib, 15]
+    sum1_v = sum1_v + sum1_v_15
+    sum1 = sum1_v
+    # outputs over q0 (8192,)
+    # -- pass over loop group 0 (row resident in registers)
+    rc_abs = abs(sum1)
+    rc_small = rc_abs < float32(1.1754943508222875e-38)
+    rc_large = rc_abs > float32(8.507059173023462e+37)
+    rc_q0 = select(rc_large, float32(5.421010862427522e-20), float32(1.0))
+    rc_q = select(rc_small, float32(1.8446744073709552e+19), rc_q0)
+    rc_dq = sum1 * rc_q
+    rc_r = float32(1.0) / rc_dq
+    div_0_0_r = exp_0_0 * rc_r
+    div_0_0 = mul_rn(div_0_0_r, rc_q)
+    div_0_1_r = exp_0_1 * rc_r
+    div_0_1 = mul_rn(div_0_1_r, rc_q)
+    div_0_2_r = exp_0_2 * rc_r
+    div_0_2 = mul_rn(div_0_2_r, rc_q)
+    div_0_3_r = exp_0_3 * rc_r
+    div_0_3 = mul_rn(div_0_3_r, rc_q)
+    vstore(out0, base + q0_0, (div_0_0, div_0_1, div_0_2, div_0_3))
+    div_1_0_r = exp_1_0 * rc_r
+    div_1_0 = mul_rn(div_1_0_r, rc_q)
+    div_1_1_r = exp_1_1 * rc_r
+    div_1_1 = mul_rn(div_1_1_r, rc_q)
+    div_1_2_r = exp_1_2 * rc_r
+    div_1_2 = mul_rn(div_1_2_r, rc_q)
+    div_1_3_r = exp_1_3 * rc_r
+    div_1_3 = mul_rn(div_1_3_r, rc_q)
+    vstore(out0, base + q0_1, (div_1_0, div_1_1, div_1_2, div_1_3))
+    div_2_0_r = exp_2_0 * rc_r
+    div_2_0 = mul_rn(div_2_0_r, rc_q)
+    div_2_1_r = exp_2_1 * rc_r
+    div_2_1 = mul_rn(div_2_1_r, rc_q)
+    div_2_2_r = exp_2_2 * rc_r
+    div_2_2 = mul_rn(div_2_2_r, rc_q)
+    div_2_3_r = exp_2_3 * rc_r
+    div_2_3 = mul_rn(div_2_3_r, rc_q)
+    vstore(out0, base + q0_2, (div_2_0, div_2_1, div_2_2, div_2_3))
+    div_3_0_r = exp_3_0 * rc_r
+    div_3_0 = mul_rn(div_3_0_r, rc_q)
+    div_3_1_r = exp_3_1 * rc_r
+    div_3_1 = mul_rn(div_3_1_r, rc_q)
+    div_3_2_r = exp_3_2 * rc_r
+    div_3_2 = mul_rn(div_3_2_r, rc_q)
+    div_3_3_r = exp_3_3 * rc_r
+    div_3_3 = mul_rn(div_3_3_r, rc_q)
+    vstore(out0, base + q0_3, (div_3_0, div_3_1, div_3_2, div_3_3))
+    # -- end of pass over loop group 0
