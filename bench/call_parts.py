@@ -173,8 +173,7 @@ def main():
         dev = torch.device("cuda", 0)
         rows.append(("torch.empty(shape, dtype=, device=)",
                      lambda: torch.empty((4, 1024), dtype=torch.float32, device=dev)))
-        rows.append(("t.new_empty(shape) (what the torch path calls)",
-                     lambda: xt.new_empty((4, 1024))))
+        rows.append(("t.new_empty(shape)", lambda: xt.new_empty((4, 1024))))
         rows.append(("t.data_ptr()", lambda: xt.data_ptr()))
         raw = torch._C._cuda_getCurrentRawStream
         rows.append(("torch._C._cuda_getCurrentRawStream(0)", lambda: raw(0)))

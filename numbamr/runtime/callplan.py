@@ -196,23 +196,15 @@ class _Source:
         return name
 
 
-def _allocator(src, result_kind, device, inputs):
-    """(a function of (variable, shape name, dtype name, NumPy dtype) giving the line that
-    allocates it, format of its pointer). torch's outputs are the ``new_empty`` of a torch
-    input (on its device; a little cheaper for the host than ``torch.empty``)."""
+def _allocator(src, result_kind, device):
+    """(a function of (variable, shape name, dtype name) giving the line that allocates it,
+    format of its pointer)."""
     if result_kind == "torch":
         import torch
-        ref = next((a for a in inputs.values() if a.kind == "torch"), None)
-        if ref is None:
-            src.env.update(EMPTY=torch.empty, DEV=torch.device("cuda", device))
-            return (lambda o, s, d, dt: f"{o} = EMPTY({s}, dtype={d}, device=DEV)"), \
-                "{o}.data_ptr()"
-        src.add(f"r = {ref.expr}")
-        src.env["REF"] = ref.expr
-        return (lambda o, s, d, dt: f"{o} = r.new_empty({s})" if dt == ref.dtype else
-                f"{o} = r.new_empty({s}, dtype={d})"), "{o}.data_ptr()"
+        src.env.update(EMPTY=torch.empty, DEV=torch.device("cuda", device))
+        return (lambda o, s, d: f"{o} = EMPTY({s}, dtype={d}, device=DEV)"), "{o}.data_ptr()"
     src.env["EMPTY"] = arrays.cupy_module().ndarray
-    return (lambda o, s, d, dt: f"{o} = EMPTY({s}, {d})"), "{o}.data.ptr"
+    return (lambda o, s, d: f"{o} = EMPTY({s}, {d})"), "{o}.data.ptr"
 
 
 def _element_type(result_kind, dtype):
@@ -275,9 +267,9 @@ def build_plan(compiled, inputs, result_kind, device, outs=None, stream_obj=None
     when the call returns is then reused only behind the call's kernels)."""
     lowered = compiled.lowered
     src = _Source({"DRIVER_ERROR": _driver_error_class()})
-    alloc, out_ptr = _allocator(src, result_kind, device, inputs)
+    alloc, out_ptr = _allocator(src, result_kind, device)
     for j, a in inputs.items():
-        src.add(f"p{j} = {a.pointer('r' if src.env.get('REF') == a.expr else a.expr)}")
+        src.add(f"p{j} = {a.pointer(a.expr)}")
     if outs is not None:
         for i, o in enumerate(outs):
             src.add(f"g{i} = {o.expr}")
@@ -288,7 +280,7 @@ def build_plan(compiled, inputs, result_kind, device, outs=None, stream_obj=None
         for i, (dt, shape) in enumerate(lowered.out_specs):
             d = src.name("D", _element_type(result_kind, dt))
             s = src.name("S", tuple(shape))
-            src.add(alloc(f"o{i}", s, d, np.dtype(dt)))
+            src.add(alloc(f"o{i}", s, d))
         results = [f"o{i}" for i in range(len(lowered.out_specs))]
     if not any(0 in tuple(shape) for _, shape in lowered.out_specs):
         if outs is None:
@@ -323,7 +315,7 @@ def _launch_lines(src, compiled, result_kind, alloc, out_ptr, temps_on_stream):
     for var, shape, dtype, _ in buffers:
         d = src.name("D", _element_type(result_kind, dtype))
         s = src.name("S", shape)
-        src.add(alloc(var, s, d, np.dtype(dtype)), indent)
+        src.add(alloc(var, s, d), indent)
     for var, _, _, words in buffers:
         src.add(f"{var}p = {out_ptr.format(o=var)}")
         if words:
