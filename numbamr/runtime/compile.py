@@ -23,7 +23,6 @@ from ..errors import CompileError
 
 _lock = threading.Lock()
 _modules = {}       # digest -> module, least recently used first; NUMBAMR_MAX_SIGNATURES kept
-write_atomic = diskcache.write_atomic
 
 
 def _digest(source):
