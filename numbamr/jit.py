@@ -138,7 +138,7 @@ class JitFunction:
         return f"<numbamr.jit {self.__name__}>"
 
     # ---- arguments -------------------------------------------------------------------------
-    def _bind(self, args, kwargs):
+    def _bound_arguments(self, args, kwargs):
         try:
             bound = self._sig.bind(*args, **kwargs)
         except TypeError as e:
@@ -146,6 +146,10 @@ class JitFunction:
         bound.apply_defaults()
         for name in [k for k, v in bound.arguments.items() if v is np._NoValue]:
             del bound.arguments[name]      # a NumPy function's "not given": left out again
+        return bound
+
+    def _bind(self, args, kwargs):
+        bound = self._bound_arguments(args, kwargs)
         leaves = []
         for name, value in bound.arguments.items():
             kind = self._sig.parameters[name].kind
@@ -361,13 +365,7 @@ class JitFunction:
         """The (dtype, shape) of each output of a call with these arguments and the outputs'
         structure, from the trace alone (nothing is compiled or run). ``array_spec(value)``
         is the (shape, dtype) of an argument standing for an array, None for a static."""
-        try:
-            bound = self._sig.bind(*args, **kwargs)
-        except TypeError as e:
-            raise ArgumentError(f"{self.__name__}(): {e}") from None
-        bound.apply_defaults()
-        for name in [k for k, v in bound.arguments.items() if v is np._NoValue]:
-            del bound.arguments[name]
+        bound = self._bound_arguments(args, kwargs)
         values = []
         for name, value in bound.arguments.items():
             kind = self._sig.parameters[name].kind

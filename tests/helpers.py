@@ -100,3 +100,17 @@ def has_vector_load(source, array=None):
     under an L2 policy), of ``array`` when one is named."""
     of = re.escape(array) + "," if array else ""
     return re.search(rf"\bvload(?:_keep)?\({of}", source) is not None
+
+
+def ref_softmax(x):
+    """Softmax over the last axis in float64."""
+    x = np.asarray(x, np.float64)
+    e = np.exp(x - x.max(-1, keepdims=True))
+    return e / e.sum(-1, keepdims=True)
+
+
+def ref_layernorm(x, w, eps=1e-5):
+    """Layernorm over the last axis (no bias) in float64."""
+    x = np.asarray(x, np.float64)
+    d = x - x.mean(-1, keepdims=True)
+    return d / np.sqrt((d * d).mean(-1, keepdims=True) + eps) * np.asarray(w, np.float64)

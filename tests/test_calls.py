@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 import numbamr as nm
+from helpers import ref_layernorm, ref_softmax
 
 
 @nm.jit
@@ -40,18 +41,6 @@ def named_stats(x):
 
 def centered(x):
     return x - x.mean()
-
-
-def ref_softmax(x):
-    x = np.asarray(x, np.float64)
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def ref_layernorm(x, w, eps=1e-5):
-    x = np.asarray(x, np.float64)
-    d = x - x.mean(-1, keepdims=True)
-    return d / np.sqrt((d * d).mean(-1, keepdims=True) + eps) * w
 
 
 # ---- pickling -------------------------------------------------------------------------------

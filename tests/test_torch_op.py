@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import numbamr as nm
+from helpers import ref_layernorm, ref_softmax
 from numbamr.torch_op import schema_of
 
 torch = pytest.importorskip("torch")
@@ -29,18 +30,6 @@ def stats(x):
 
 def centered(x):
     return x - x.mean()
-
-
-def ref_softmax(x):
-    x = np.asarray(x, np.float64)
-    e = np.exp(x - x.max(-1, keepdims=True))
-    return e / e.sum(-1, keepdims=True)
-
-
-def ref_layernorm(x, w, eps=1e-5):
-    x = np.asarray(x, np.float64)
-    d = x - x.mean(-1, keepdims=True)
-    return d / np.sqrt((d * d).mean(-1, keepdims=True) + eps) * np.asarray(w, np.float64)
 
 
 def close(got, ref, rtol=2e-5):
