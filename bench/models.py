@@ -11,7 +11,8 @@ Every op computes in float32 and rounds its row outputs once to the input's dtyp
 statistics (layernorm's mean and rstd, logsumexp, the per-token loss, batch-norm mean and
 variance) are float32. Every array is a torch tensor on the GPU, numbamr's inputs too (its
 kernels launch on torch's current stream). Each result is checked against float64 NumPy
-before it is timed. GB/s is (input bytes + output bytes) / wall time per call, from
+before it is timed (at 2048 of its rows where it has more: the reference runs on the
+host). GB/s is (input bytes + output bytes) / wall time per call, from
 bench/run.py's timer, and % is of the copy ceiling measured in the same run; for cells of
 less than 64 MB of traffic the table also gives GPU time per call of numbamr and
 torch.compile, from CUDA events around a CUDA graph of back-to-back calls (or around the
@@ -87,9 +88,9 @@ def np_ops(acc=np.float32):
 
 
 OPS = list(np_ops())
-# what each output is held in: the input's dtype ("x") or float32
-OUT_DTYPES = {"rmsnorm": "x", "layernorm": "x f32 f32", "softmax": "x", "logsumexp": "f32",
-              "cross_entropy": "f32", "bnstats": "f32 f32", "add_rmsnorm": "x x"}
+# each output: of x's shape and dtype ("x"), or float32, one a row or one a channel
+OUTPUTS = {"rmsnorm": "x", "layernorm": "x row row", "softmax": "x", "logsumexp": "row",
+           "cross_entropy": "row", "bnstats": "col col", "add_rmsnorm": "x x"}
 
 
 def torch_ops():
@@ -245,11 +246,37 @@ def reference(op, inputs):
     return [np.asarray(r) for r in run.flat_outputs(np_ops(np.float64)[op](*f64))]
 
 
-def traffic(op, inputs, ref):
+CHECKED_ROWS = 2048     # rows of a large cell checked against float64 NumPy (host time)
+
+
+def checked_rows(op, shape, rng):
+    """The rows (tokens) whose results are checked: all of a small cell, else a sorted
+    sample with the first and last. Batch-norm statistics need every row."""
+    rows = int(np.prod(shape[:-1]))
+    if op == "bnstats" or rows <= CHECKED_ROWS:
+        return None
+    pick = rng.choice(rows - 2, CHECKED_ROWS - 2, replace=False) + 1
+    return np.concatenate([[0], np.sort(pick), [rows - 1]])
+
+
+def rows_of(a, shape, picked, by_row):
+    """``a`` (an input or output ``by_row``: of the cell's shape or of its rows') at the
+    picked rows, flattened to a matrix or a vector; any other array whole."""
+    if picked is None or not by_row:
+        return a
+    rows = int(np.prod(shape[:-1]))
+    return a.reshape(rows, -1)[picked].reshape((len(picked),) + a.shape[len(shape) - 1:])
+
+
+def _inputs_by_row(op, shape, dtype):
+    return [s == tuple(shape) or dt.kind == "i" for s, dt in input_specs(op, shape, dtype)]
+
+
+def traffic(op, inputs):
     """Bytes read and written once: every input, every output at its dtype."""
-    itemsize = inputs[0].dtype.itemsize
-    out = sum(r.size * (itemsize if kind == "x" else 4)
-              for r, kind in zip(ref, OUT_DTYPES[op].split()))
+    x = inputs[0]
+    sizes = {"x": x.size, "row": x.size // x.shape[-1], "col": x.shape[-1]}
+    out = sum(sizes[k] * (x.itemsize if k == "x" else 4) for k in OUTPUTS[op].split())
     return sum(a.nbytes for a in inputs) + out
 
 
@@ -336,9 +363,11 @@ def gpu_time(call, calls=20, replays=10):
 
 def run_cell(op, shape, dtype, peers, rng, log):
     inputs = make_inputs(op, shape, dtype, rng)
+    picked = checked_rows(op, shape, rng)
     with np.errstate(all="ignore"):
-        ref = reference(op, inputs)
-    nbytes = traffic(op, inputs, ref)
+        ref = reference(op, [rows_of(a, shape, picked, r) for a, r in
+                             zip(inputs, _inputs_by_row(op, shape, dtype))])
+    nbytes = traffic(op, inputs)
     row = {"op": op, "shape": shape, "dtype": dtype, "bytes": nbytes}
     args = [to_torch(a) for a in inputs]
     for impl in peers:
@@ -346,7 +375,8 @@ def run_cell(op, shape, dtype, peers, rng, log):
             continue
         try:
             call = impl.prepare(op, args)
-            got = [run.to_host(g) for g in run.flat_outputs(call())]
+            got = [rows_of(run.to_host(g), shape, picked, kind != "col") for g, kind in
+                   zip(run.flat_outputs(call()), OUTPUTS[op].split())]
             err = max(run.rel_err(g, r) for g, r in zip(got, ref))
             if err > TOLERANCE[dtype]:
                 row[impl.name] = ("wrong", f"relative error {err:.2e}")
@@ -420,7 +450,7 @@ def simulate(cells, log):
         inputs = make_inputs(op, shape, dtype, rng)
         got = run.flat_outputs(nm.jit(np_ops()[op])(*inputs))
         ref = reference(op, inputs)
-        kinds = OUT_DTYPES[op].split()
+        kinds = OUTPUTS[op].split()
         want = [inputs[0].dtype if k == "x" else np.dtype(np.float32) for k in kinds]
         problems = [f"output {i}: {g.dtype} {g.shape}, expected {w} {r.shape}"
                     for i, (g, r, w) in enumerate(zip(got, ref, want))
@@ -447,8 +477,11 @@ def main(argv=None):
                     help="no GPU: run each op of the cells at a tiny shape in numba's "
                          "simulator and check it against float64 NumPy")
     args = ap.parse_args(argv)
-    cells = [parse_cell(c) for c in args.cells.split(",")] if args.cells else \
-        QUICK_CELLS if args.quick else DEFAULT_CELLS
+    try:
+        cells = [parse_cell(c) for c in args.cells.split(",")] if args.cells else \
+            QUICK_CELLS if args.quick else DEFAULT_CELLS
+    except ValueError as e:
+        ap.error(f"--cells: {e}")
     if args.ops:
         wanted = args.ops.split(",")
         unknown = sorted(set(wanted) - set(OPS))
