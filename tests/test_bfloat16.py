@@ -186,6 +186,7 @@ def test_bfloat16_inside_a_kernel_without_bfloat16_arrays():
     assert r["ok"], r["error"]
 
 
+@pytest.mark.slow
 def test_bfloat16_kernels_compile_for_sm90_without_spills():
     from test_ptx import lower_for_gpu, compile_report
     rng = np.random.default_rng(0)

@@ -85,6 +85,7 @@ def test_nonzero_bytes_other_than_1_are_true():
     np.testing.assert_allclose(np.asarray(got[1]), want[1], rtol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 def test_bool_masks_and_outputs_move_as_words_not_bytes():
     """A mask argument (a causal softmax's) is read 4 bytes a load and a bool output written

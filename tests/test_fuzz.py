@@ -56,6 +56,7 @@ STEP_SEEDS = [(s, "arg_reductions") for s in range(3000, 3030)] + \
 SPLIT_SEEDS = [2024, 2025, 2027, 2038, 2064, 2071, 2073, 2086, 2097, 2102, 2117, 2119, 2141]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed,steps", STEP_SEEDS)
 def test_fuzz_more_steps(seed, steps):
     """Random programs run in the simulator with one step (or input) in three drawn from
@@ -89,6 +90,7 @@ def test_fuzz_split_rows(seed, steps):
     check_result(source, fn, inputs, got)
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 def test_fuzz_ptx():
     """Generated programs, lowered with the GPU heuristics at GPU sizes (forced options

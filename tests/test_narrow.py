@@ -82,6 +82,7 @@ def _causal_softmax(x):
     return e / e.sum(axis=-1, keepdims=True)
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 def test_64_bit_compares_do_not_grow_with_the_elements_a_thread_holds():
     """The same 64 threads a row over rows twice as long: each thread compares twice as

@@ -126,6 +126,7 @@ def _stage_reads_and_refill(kernel):
     return ([i for i, op in enumerate(ops) if op == "SVLOAD"], barrier, ops.index("ROWS_FILL"))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["layernorm", "layernorm_stats", "chain4"])
 def test_rows_held_in_registers_read_their_stage_once(monkeypatch, name):
     """The study knob PERSISTENT_HOLD_ROWS: later passes use the registers of the first, so
@@ -167,6 +168,7 @@ def test_how_a_persistent_grid_is_launched(monkeypatch, mode, wait, launch):
             src.index("griddep_launch()")
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 def test_persistent_kernels_compile_with_bulk_copies_and_no_spills(monkeypatch):
     from test_ptx import compile_report

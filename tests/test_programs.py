@@ -39,6 +39,7 @@ SWEPT = ["softmax", "layernorm_stats", "chain4", "sum_max_min", "vector_matrix",
          "column_var", "all_axes"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", OPTION_SETS, ids=lambda o: "-".join(
     f"{k[0]}{v}" for k, v in o.items()))
 @pytest.mark.parametrize("name", SWEPT)

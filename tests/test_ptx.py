@@ -165,6 +165,7 @@ def _bench_suite():
     return suite
 
 
+@pytest.mark.slow
 def test_the_benchmark_suite_compiles_as_on_the_h200_without_spills(monkeypatch):
     """Every cell of bench/suite.py, lowered as on the H200 (sm_90: split rows as clusters,
     dependent launches), compiles without spills or stack frames, reads its rows with
@@ -221,6 +222,7 @@ def test_column_reductions_over_aligned_rows_load_32_chunks_an_iteration(monkeyp
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cols", [32768, 32000])
 def test_rows_of_16k_to_32k_floats_leave_blocks_of_1024_threads(monkeypatch, cols):
     """Rows that 1024 threads would hold in registers, 32 values each: one-pass kernels with
@@ -474,6 +476,7 @@ KEPT_DTYPES = [np.float32, np.float16, np.float64, np.int8, np.uint8, np.int16, 
                np.int64]
 
 
+@pytest.mark.slow
 def test_inputs_load_under_the_l2_evict_last_policy_on_sm80_and_newer(monkeypatch):
     """Lowered for an sm_80+ GPU, a kernel that writes whole rows loads its inputs under the
     L2 evict_last policy (``createpolicy`` and ``ld.global.L2::cache_hint`` vectors): every

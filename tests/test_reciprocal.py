@@ -129,6 +129,7 @@ def _scaled_by_row_max(x):
     return x / np.abs(x).max(axis=-1, keepdims=True)               # by a broadcast value
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("values", [_distance_to_variance, _scaled_by_row_max],
                          ids=["by_constant", "by_row_max"])
 @pytest.mark.parametrize("dt", [np.float32, np.float64])

@@ -189,6 +189,7 @@ def test_fuzz_seed_149622():
 # materialized it; scheduled again, its buffer named a temporary the new round did not have.
 # The scheduler now records the node first built from.
 
+@pytest.mark.slow
 def test_fuzz_seed_912951():
     check_fuzz_case(912951, "sim")
 
@@ -263,6 +264,7 @@ def sqrt_of_distance_to_row_min_mean_over_rows(x):
     return t4, t4.mean((-3, 1), keepdims=True)
 
 
+@pytest.mark.slow
 def test_a_variance_recomputed_in_a_column_kernel_rounds_as_in_the_row_kernel():
     check(sqrt_of_distance_to_row_min_mean_over_rows, [(64, 1, 127)], options={"vector": 1},
           dtypes=[np.float64])

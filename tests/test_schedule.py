@@ -86,6 +86,7 @@ def min_with_its_odd_columns(x):
     return x.max(axis=2, keepdims=True), np.sqrt(m[..., 1::2] * m[..., 1::2] + 1.0), m
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [(3, 10, 7), (7, 100, 127)])
 def test_a_shared_reduction_is_stored_by_the_first_kernel_that_computes_it(shape, monkeypatch):
     """The row minimum is an output and feeds a strided output that needs a kernel of its
@@ -119,6 +120,7 @@ def test_long_reductions_over_few_rows_spread_over_blocks(monkeypatch):
         assert np.asarray(a).tobytes() == np.asarray(b).tobytes()
 
 
+@pytest.mark.slow
 def test_split_kernels_compile_for_sm90():
     kernels = []
     for fn, _ in MULTI:
@@ -246,6 +248,7 @@ def test_columns_over_whole_lines_split_into_runs(monkeypatch):
     assert segments > 1 and f"{32 * (384 // segments)} * ((row) // 32)" in first.source
 
 
+@pytest.mark.slow
 def test_column_variance_of_odd_width_reads_whole_lines_on_the_gpu():
     """100000 x 999 float32 (the GPU's thresholds): 32 interleaved segments, so the partial
     kernel reads rows of 31968 floats (whole 128-byte lines) down 3125 steps, its loads

@@ -63,6 +63,7 @@ def test_split_rows_match_numpy(name, split, rows, cols, options):
     run_and_check(p, inputs, jitted=fn)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", SPLIT_PROGRAMS)
 @pytest.mark.parametrize("split,rows,cols,options", [
     (4, 3, 250, {}),                                      # pairs: segments of 64, the last 58
@@ -164,6 +165,7 @@ def _integer_partial_inputs(rng, rows, cols):
     return {"int32": small, "int64": big, "uint64": wraps, "float32": floats}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", INTEGER_PARTIALS)
 @pytest.mark.parametrize("options,cols", [
     (dict(split=4), 1024), (dict(split=2, cluster=1), 1024),
@@ -234,6 +236,7 @@ def test_cluster_refused_before_compute_capability_9(monkeypatch):
         launch._make_cluster(0, k)
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 def test_cluster_rows_exchange_through_shared_memory_without_atomics():
     """A split row whose blocks are a cluster sends its partials to every block's shared
@@ -298,6 +301,7 @@ def test_which_split_rows_use_the_online_forms(options, fused):
     assert bool(find_fusions(k.kernel, layout)) == fused
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 def test_integer_and_arg_partials_compile_for_the_gpu():
     """Integer, bool and (value, index) partials compile in both exchanges of the GPU (a
@@ -364,6 +368,7 @@ def test_long_two_pass_rows_are_split_and_compile_without_spills(cluster):
         assert r["vector_bytes"] == [16], (name, r["vector_bytes"])
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 @pytest.mark.parametrize("cols,vector,split", [(50000, 16, 7), (50257, None, 8), (100000, 16, 14)])
 def test_long_rows_that_do_not_divide_are_split_and_compile_without_spills(cols, vector, split):
@@ -537,6 +542,7 @@ def test_split_rows_read_this_calls_partials(cluster):
             run_and_check(p, inputs, jitted=lambda *_: got)
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 def test_forced_column_splits_compile_without_spills():
     """Column variance at GPU sizes, split 8 ways when forced (tiles of 32 columns: one
@@ -653,6 +659,7 @@ def test_many_rows_longer_than_sixteen_segments(monkeypatch, name, split):
         assert (k.layout.split, k.block) == (32, 256)
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 def test_rows_of_wide_clusters_compile_without_spills(monkeypatch):
     """The kernels of 256 x 262144 fit their 32 values a thread in registers with 16-byte

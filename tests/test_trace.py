@@ -648,6 +648,7 @@ def test_integer_means_beside_variances_are_numpys_bit_for_bit(options):
         np.testing.assert_allclose(got[2], rows.std(axis=1), rtol=1e-14)
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 def test_row_reductions_of_every_integer_dtype_compile_for_sm90():
     from test_ptx import compile_report, lower_for_gpu
