@@ -359,6 +359,10 @@ def prepare_leaves(leaves, simulator, stream=None):
                                     "numba's CPU simulator (NUMBA_ENABLE_CUDASIM=1): pass NumPy "
                                     "arrays")
         return leaves, CallContext(True, "numpy")
+    if gpu_count() == 0:
+        raise ArgumentError("there is no CUDA GPU here: to run the kernels in numba's CPU "
+                            "simulator (NumPy in, NumPy out; small sizes, it is slow), set "
+                            "NUMBA_ENABLE_CUDASIM=1 before numbamr is imported")
     devices = {leaf.array.device for leaf in arrs if leaf.array.where == arrays.DEVICE}
     if len(devices) > 1:
         raise ArgumentError("arrays on different devices: " + ", ".join(
