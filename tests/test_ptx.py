@@ -7,6 +7,7 @@ register spills or stack frames.
 """
 import json
 import os
+import pathlib
 import subprocess
 import sys
 
@@ -295,9 +296,10 @@ def test_cubin_cache_entries_round_trip(tmp_path, monkeypatch):
     proc = subprocess.run([sys.executable, "-c", CUBIN_CHILD], env=env, capture_output=True,
                           text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    path = tmp_path / "bin" / "k1.cubin"
-    whole = path.read_bytes()
     monkeypatch.setenv("NUMBAMR_CACHE_DIR", str(tmp_path))
+    path = pathlib.Path(binary._path("k1"))      # the entry's file, named by its key's hash
+    assert path.parent == tmp_path / "bin"
+    whole = path.read_bytes()
     assert binary.read("k1") is not None
     path.write_bytes(whole[:len(whole) // 2])
     assert binary.read("k1") is None
