@@ -240,6 +240,7 @@ def test_numpy_functions_jitted_directly_are_numpys(fn):
         check(lambda x: fn(x, 1), x)
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 def test_composites_compile_for_sm90_without_spills():
     from test_ptx import compile_report, lower_for_gpu

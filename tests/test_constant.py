@@ -153,6 +153,7 @@ def test_other_array_constants_are_refused_at_the_users_line(c):
     assert "return x + c" in str(info.value)
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 @pytest.mark.parametrize("cols", [1000, 32768])
 def test_one_hot_cross_entropy_compiles_with_vector_loads_and_no_spills(cols):

@@ -113,6 +113,7 @@ def test_half_rows_move_16_bytes_per_access():
         assert r["vector_bytes"] == want, (k.name, r["vector_bytes"])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("options", [
     dict(threads_per_row=1024, rows_per_block=1),
     dict(threads_per_row=32, rows_per_block=8, upcast=0, unroll=8),
@@ -129,6 +130,7 @@ def test_forced_layouts_compile(options):
     assert not bad, "\n".join(bad)
 
 
+@pytest.mark.slow
 def test_long_rows_are_staged_on_chip_without_spills():
     """1024 x 65536 float32 in one block a row (split=1; by default such rows are split
     across blocks, see test_split): rows that need a second pass (softmax, z-score) are kept
@@ -202,6 +204,7 @@ def test_the_benchmark_suite_compiles_as_on_the_h200_without_spills(monkeypatch)
             assert r["vector_stores"] > 0, cell
 
 
+@pytest.mark.slow
 def test_column_reductions_over_aligned_rows_load_32_chunks_an_iteration(monkeypatch):
     """A column layout that only reduces loads 32 chunks an iteration where every row starts
     16-byte aligned (4096 or 50000 columns), 8 where rows are odd (8193) or the kernel writes
@@ -308,6 +311,7 @@ def test_cubin_cache_entries_round_trip(tmp_path, monkeypatch):
     assert binary.read("missing") is None
 
 
+@pytest.mark.slow
 def test_min_blocks_per_sm_caps_the_registers(monkeypatch):
     """A launch bound of 4 blocks of 256 threads per multiprocessor leaves 64 registers a
     thread: the compiler fits the split softmax (124 registers unbounded) into them.
@@ -371,6 +375,7 @@ def test_forced_min_blocks_per_sm_on_gpu(fn, shape):
     check(fn, x, jitted=nm.jit(min_blocks_per_sm=3)(fn), rtol=1e-4)
 
 
+@pytest.mark.slow
 def test_float32_max_and_min_are_one_instruction_on_sm80(monkeypatch):
     """Lowered for an sm_80+ GPU, numpy's NaN-propagating float32 max/min (reductions,
     np.maximum, the online softmax's running max) is one ``max.NaN``/``min.NaN``: no NaN

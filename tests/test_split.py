@@ -326,6 +326,7 @@ def test_integer_and_arg_partials_compile_for_the_gpu():
         assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, (k.name, r)
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 @pytest.mark.parametrize("cluster", [0, 1])
 def test_long_two_pass_rows_are_split_and_compile_without_spills(cluster):
