@@ -12,13 +12,15 @@ import numpy as np
 
 from . import dtypes
 from .errors import TraceError, ShapeError, user_loc
-from .trace import (Tracer, _traced, _prepare, _as_float, _const, _count, _finish,
-                    _float_fmod, _masked_count, _no_out, _no_kw, _wrap, normalize_axis,
-                    normalize_axes, absolute, add, amax, amin, any_, astype, broadcast_to,
-                    copysign, equal, floor, greater, less, less_equal, logical_and,
-                    logical_or, mean, multiply, nan_skipping, not_equal, power, prod,
-                    reduction_dtype, reshape, sqrt, subtract, sum_, transpose, true_divide,
-                    var, where)
+from .movement import _traced, broadcast_to, normalize_axis, reshape, transpose
+from .nodes import _const
+from .operands import _no_out, _wrap
+from .reductions import (_count, _finish, _masked_count, _no_kw, _prepare, amax, amin, any_,
+                         mean, nan_skipping, normalize_axes, prod, reduction_dtype, sum_, var)
+from .tracer import Tracer
+from .ufuncs import (_as_float, _float_fmod, absolute, add, astype, copysign, equal, floor,
+                     greater, less, less_equal, logical_and, logical_or, multiply, not_equal,
+                     power, sqrt, subtract, true_divide, where)
 
 
 # ---- rounding -------------------------------------------------------------------------

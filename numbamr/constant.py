@@ -19,7 +19,7 @@ import numpy as np
 from . import dtypes
 from .errors import user_loc
 from .ops import Op
-from .trace import _const, cast_node, expand_node, reshape_node
+from .nodes import _const, cast_node, expand_node, reshape_node
 
 _INT64_MAX = 2 ** 63 - 1
 
