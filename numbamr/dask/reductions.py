@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..ops import Op, ReduceKind, ALU
-from ..trace import cast_node
+from ..nodes import cast_node
 from .chunks import flattened
 from .program import ARG_KINDS, wrap, replay
 
