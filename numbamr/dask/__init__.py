@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..graph import format_graph, toposort, verify_graph
+from ..runtime.launch import structured
 from ..trace import trace
 from .build import GraphBuilder
 from .chunks import propagate
@@ -92,7 +93,7 @@ def call(jitfn, args, kwargs):
     xp = _module([a.value for a in arg_list if a.kind == "dask"])
     arrays = _arrays(gb, name, [a.value for a in arg_list if a.kind == "dask"], outputs, xp,
                      da)
-    return _rebuild(structure, arrays)
+    return structured(structure, arrays)
 
 
 def _unify(arrays, da):
@@ -160,17 +161,6 @@ def _arrays(gb, name, dask_args, outputs, xp, da):
         meta = xp.empty((0,) * o.ndim, dtype=o.dtype)
         out.append(da.Array(hlg, oname, grid, meta=meta))
     return out
-
-
-def _rebuild(structure, arrays):
-    kind, extra = structure
-    if kind == "single":
-        return arrays[0]
-    if kind == "tuple":
-        return tuple(arrays)
-    if kind == "list":
-        return list(arrays)
-    return dict(zip(extra, arrays))
 
 
 __all__ = ["call", "any_dask", "is_dask_array"]

@@ -519,17 +519,17 @@ def run(compiled, leaves, ctx, given=None):
     if not any(0 in s for _, s in lowered.out_specs):
         _launch_all(compiled, leaves, ctx, [o.reshape(-1) for o in outs] if ctx.simulator
                     else [_device_ptr(o) for o in outs])
-    return _structure(lowered.structure, [_convert(ctx, o, dt)
+    return structured(lowered.structure, [_convert(ctx, o, dt)
                                           for o, (dt, _) in zip(outs, lowered.out_specs)])
 
 
 def _run_into(compiled, leaves, ctx, given):
     lowered = compiled.lowered
     if any(0 in s for _, s in lowered.out_specs):
-        return _structure(lowered.structure, [a.obj for a in given])
+        return structured(lowered.structure, [a.obj for a in given])
     if not ctx.simulator:
         _launch_all(compiled, leaves, ctx, [a.base_ptr for a in given])
-        return _structure(lowered.structure, [a.obj for a in given])
+        return structured(lowered.structure, [a.obj for a in given])
     # the simulator copies every argument in and out, so views of one buffer would undo each
     # other's writes: there, kernels write into private spans copied into the views after
     spans = [np.empty(a.span, a.dtype) for a in given]
@@ -539,7 +539,7 @@ def _run_into(compiled, leaves, ctx, given):
         view = np.lib.stride_tricks.as_strided(span[a.offset:], a.shape,
                                                [s * item for s in a.strides])
         np.copyto(a.obj, view)
-    return _structure(lowered.structure, [a.obj for a in given])
+    return structured(lowered.structure, [a.obj for a in given])
 
 
 def _launch_all(compiled, leaves, ctx, outs):
@@ -618,7 +618,7 @@ def _convert(ctx, out, dtype):
     return out
 
 
-def _structure(structure, outs):
+def structured(structure, outs):   # as the traced function returned them
     kind, meta = structure
     if kind == "single":
         return outs[0]
