@@ -176,3 +176,73 @@ def test_generic_kernel_compiles_for_sm90_with_its_row_count_parameter():
     report = compile_report(kernels)
     assert all(r["ok"] for r in report), report
     assert all(r["spill_bytes"] == 0 for r in report)
+
+
+def column_stats(x):            # reduced along axis 0: rows (columns here) a thread each
+    return x.mean(axis=0), x.max(axis=0)
+
+
+def short_rows(x, y):           # rows of 12: several rows a block, a row count parameter
+    return (x * y).sum(axis=-1), (x - y).max(axis=-1, keepdims=True) * x
+
+
+MEMO_CASES = [(softmax, [(5, 300), (9, 300), (1, 300), (64, 300)]),
+              (layernorm_stats, [(2, 3, 256), (4, 7, 256), (1, 1, 256)]),
+              (rmsnorm, [(3, 4096), (1000, 4096)]),
+              (column_stats, [(100, 48), (100, 96), (100, 7)]),
+              (short_rows, [(40, 12), (3, 12), (1025, 12)])]
+
+
+def _inputs(fn, shape):
+    x = np.ones(shape, np.float32)
+    return (x, np.ones(shape[-1], np.float32)) if fn is rmsnorm else \
+        (x, x) if fn is short_rows else (x,)
+
+
+@pytest.mark.parametrize("target", ["sm_90", "sim"])
+@pytest.mark.parametrize("fn,shapes", MEMO_CASES, ids=lambda c: getattr(c, "__name__", ""))
+def test_a_generic_kernel_lowered_again_is_the_one_lowered_fresh(fn, shapes, target):
+    """Reusing a generic kernel's lowering for new rows gives the source, parameters and
+    grid that lowering it afresh gives (the memo changes nothing but the time)."""
+    from numbamr import lowering
+    jf = nm.jit(dynamic=True)(fn)
+    jf.lower(*_inputs(fn, shapes[0]), target=target)
+    for shape in shapes[1:]:
+        reused = jf.lower(*_inputs(fn, shape), target=target)
+        saved = dict(lowering._GENERIC_LOWERED)
+        lowering._GENERIC_LOWERED.clear()
+        try:
+            fresh = jf.lower(*_inputs(fn, shape), target=target)
+        finally:
+            lowering._GENERIC_LOWERED.update(saved)
+        assert reused.generic and fresh.generic
+        for r, f in zip(reused.kernels, fresh.kernels, strict=True):
+            assert (r.source, r.sim_source) == (f.source, f.sim_source)
+            assert (r.grid, r.block, r.program.params) == (f.grid, f.block, f.program.params)
+
+
+def test_new_row_counts_lower_a_generic_kernel_once(monkeypatch):
+    """Calls at new row counts reuse the generic kernel's linear program: the linearizer
+    runs for the first shapes (the kernel for those shapes and the generic one) only."""
+    from numbamr import lowering
+    runs = []
+    real = lowering.linearize
+    monkeypatch.setattr(lowering, "linearize", lambda *a, **k: runs.append(1) or real(*a, **k))
+    jf = nm.jit(softmax)
+    rng = np.random.default_rng(3)
+    for n in (17, 18, 19, 20, 21, 2, 40):
+        x = rng.standard_normal((n, 130)).astype(np.float32)
+        check_outputs(jf(x), *reference(softmax, x), rtol=1e-5)
+    assert len(runs) == 2
+
+
+def test_a_persistent_or_split_generic_lowering_is_not_reused():
+    """Layouts sized for their rows (a split row here) are lowered per shape: the memo
+    keeps only layouts whose code serves every row count."""
+    from numbamr import lowering
+    jf = nm.jit(dynamic=True, split=4)(lambda x: x.sum(axis=-1))
+    for n in (3, 5):
+        lowered = jf.lower(np.ones((n, 4096), np.float32), target="sm_90")
+        assert not lowered.generic and lowered.kernels[0].layout.split == 4
+    assert all(v.layout.split == 1 and not v.layout.persistent
+               for v in lowering._GENERIC_LOWERED.values())

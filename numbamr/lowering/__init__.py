@@ -1,11 +1,13 @@
 """Lowering: one kernel group -> Kernel -> Layout -> linear program -> verified -> source."""
-from dataclasses import dataclass
+from collections import OrderedDict
+from dataclasses import dataclass, replace
 
 from ..errors import ArgumentError
 from .kernel import build_kernel, format_kernel
 from .options import KernelOptions
 from .heuristics import choose
-from .linearize import linearize, format_program
+from .fingerprint import generic_fingerprint
+from .linearize import grid_of, linearize, format_program
 from .online import find_fusions
 from .verify import verify
 from .emit import emit, launched_dependent
@@ -50,9 +52,27 @@ class LoweredKernel:
 
 def lower_built(kernel, options=None, simulator=False, aligned=None, targets=None, cc=None):
     """Layout, linear program, verification and source for an analyzed kernel, for a GPU of
-    compute capability ``cc`` (None: this machine's) or the simulator."""
-    from ..runtime.device import arch, clusters_available
+    compute capability ``cc`` (None: this machine's) or the simulator. A generic kernel
+    lowered before (the same fingerprint, for another row count) reuses that lowering, its
+    grid sized for these rows."""
+    from ..runtime.device import arch
     cc = None if simulator else cc if cc is not None else arch()
+    memo = _memo_key(kernel, options, simulator, aligned, targets, cc)
+    done = _GENERIC_LOWERED.get(memo) if memo is not None else None
+    if done is not None:
+        _GENERIC_LOWERED.move_to_end(memo)
+        return _for_rows(done, kernel)
+    lowered = _lower_fresh(kernel, options, simulator, aligned, targets, cc)
+    if memo is not None and lowered.layout.split == 1 and not lowered.layout.persistent:
+        # (a split or persistent layout is sized for its rows: such kernels are per shape)
+        _GENERIC_LOWERED[memo] = lowered
+        if len(_GENERIC_LOWERED) > GENERIC_LOWERED_KEPT:
+            _GENERIC_LOWERED.popitem(last=False)
+    return lowered
+
+
+def _lower_fresh(kernel, options, simulator, aligned, targets, cc):
+    from ..runtime.device import clusters_available
     layout = choose(kernel, options, simulator, clusters=not simulator and clusters_available(cc),
                     aligned=aligned)
     fusions = find_fusions(kernel, layout)
@@ -60,6 +80,25 @@ def lower_built(kernel, options=None, simulator=False, aligned=None, targets=Non
     return LoweredKernel(kernel.name, kernel, layout, program, emit(program, "cuda", cc),
                          emit(program, "sim") if simulator else None, targets,
                          launched_dependent(layout, cc))
+
+
+def _memo_key(kernel, options, simulator, aligned, targets, cc):
+    fingerprint = generic_fingerprint(kernel)
+    if fingerprint is None:
+        return None
+    return (fingerprint, options, simulator, frozenset(aligned or ()),
+            tuple(map(tuple, targets or ())), cc)
+
+
+def _for_rows(lowered, kernel):
+    """``lowered`` (a generic kernel's) for ``kernel``, the same code for other rows."""
+    program = replace(lowered.program, kernel=kernel, grid=grid_of(kernel, lowered.layout))
+    return replace(lowered, kernel=kernel, program=program)
+
+
+# fingerprint and lowering facts -> LoweredKernel: generic kernels lowered in this process
+_GENERIC_LOWERED = OrderedDict()
+GENERIC_LOWERED_KEPT = 256
 
 
 def split_into_cluster(kernel, options=None, simulator=False, cc=None):

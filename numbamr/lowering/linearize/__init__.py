@@ -141,9 +141,15 @@ class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, C
                 self.store_pass(g, stores)
         if L.persistent:
             self.close_rows()
-        grid = -(-k.nrows // L.rows_per_block) * L.split
-        return Program(k.name, self.instrs, self.params, L.block_threads, grid, L, k, self.shared,
+        return Program(k.name, self.instrs, self.params, L.block_threads, grid_of(k, L), L, k,
+                       self.shared,
                        max(self.stage_bytes, occupancy_shared(L.blocks_per_sm)))
+
+
+def grid_of(kernel, layout):
+    """Blocks of a launch of ``kernel`` laid out as ``layout`` (a persistent kernel's grid
+    is sized again at launch, for the GPU)."""
+    return -(-kernel.nrows // layout.rows_per_block) * layout.split
 
 
 def linearize(kernel, layout, aligned=None, simulator=False, fusions=()):
