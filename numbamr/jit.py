@@ -89,6 +89,14 @@ class _Leaf:
         return ("S", type(self.value).__name__, dtypes.static_key(self.value))
 
 
+def _shape_class(leaves, outs=None):       # what a generic kernel serves (_Leaf.shape_class)
+    return tuple(x.shape_class() for x in [*leaves, *(_Leaf("O", None, a) for a in outs or ())])
+
+
+def _extents(leaves, outs=None):           # what a signature adds to its shape class
+    return tuple(x.key() for x in leaves) + tuple(("O",) + a.layout_key() for a in outs or ())
+
+
 class Compiled:
     """One signature's lowered kernels and their numba kernel objects."""
 
@@ -130,7 +138,7 @@ class JitFunction:
         self._defaults = [p.default for p in params]
         self._cache = collections.OrderedDict()
         self._fast = {}             # fast_key -> generated call path (runtime.callplan)
-        self._classes = {}          # shape class (see _Leaf.shape_class) -> its first key
+        self._classes = {}          # shape class (see _Leaf.shape_class) -> its first extents
         self._said_slow = False     # a compile over SLOW_COMPILE_S was reported
         self._lock = threading.RLock()
 
@@ -234,8 +242,7 @@ class JitFunction:
         target = kwargs.pop("target", None) if "target" not in self._sig.parameters else None
         sim, cc = parse_target(target)
         bound, leaves = self._bind(args, kwargs)
-        generic = self._wants_generic(self._shape_class(leaves),
-                                      tuple(leaf.key() for leaf in leaves))
+        generic = self._wants_generic(_shape_class(leaves), _extents(leaves))
         lowered = self._lower(bound, leaves, sim, generic=generic, cc=cc)
         if self.autotune and target is None and tune.applies(settings.simulator()):
             tuned = tune.known_options(self, lowered)
@@ -243,19 +250,12 @@ class JitFunction:
                 lowered = self._lower(bound, leaves, options=tuned, generic=generic)
         return lowered
 
-    # ---- shapes that change ---------------------------------------------------------------
-    @staticmethod
-    def _shape_class(leaves, outs=None):
-        return tuple(leaf.shape_class() for leaf in leaves) + \
-            tuple(("O",) + _Leaf("out", None, a).shape_class() for a in outs or ())
-
-    def _wants_generic(self, shape_class, key):
-        """Lower kernels generic in their rows for signature ``key``? ``dynamic=None`` (the
-        default): once a signature of the same dtypes and layouts was compiled for other
-        shapes, as torch's automatic dynamic shapes; True: always; False: never."""
+    def _wants_generic(self, shape_class, extents):
+        """Kernels generic in their rows for these ``extents``? None (the default): once the
+        shape class was compiled for other extents (torch's automatic dynamic); or forced."""
         if self.dynamic is not None:
             return self.dynamic
-        return self._classes.get(shape_class, key) != key
+        return self._classes.get(shape_class, extents) != extents
 
     # ---- calling ------------------------------------------------------------------------
     def _fast_leaves(self, args):
@@ -402,10 +402,10 @@ class JitFunction:
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is None:
-                shape_class = self._shape_class(leaves, outs)
+                shape_class, extents = _shape_class(leaves, outs), _extents(leaves, outs)
                 try:
                     lowered = self._lower(bound, leaves, outs=outs,
-                                          generic=self._wants_generic(shape_class, key))
+                                          generic=self._wants_generic(shape_class, extents))
                     sim = settings.simulator()
                     if settings.current().debug:
                         _log_compile(self, key, leaves, lowered, built(lowered, sim))
@@ -426,7 +426,7 @@ class JitFunction:
                     raise self._compile_error(
                         f"internal error while compiling ({type(e).__name__}: {e})") from e
                 self._cache[key] = compiled
-                self._classes.setdefault(shape_class, key)
+                self._classes.setdefault(shape_class, extents)
                 while len(self._cache) > settings.current().max_signatures:
                     self._cache.popitem(last=False)
             return compiled
