@@ -246,3 +246,18 @@ def test_a_persistent_or_split_generic_lowering_is_not_reused():
         assert not lowered.generic and lowered.kernels[0].layout.split == 4
     assert all(v.layout.split == 1 and not v.layout.persistent
                for v in lowering._GENERIC_LOWERED.values())
+
+
+@pytest.mark.parametrize("shapes", [[(6, 64), (12, 64), (7, 64)], [(3, 5, 64), (4, 5, 64)]])
+def test_outputs_of_one_value_a_row_name_no_row_count(shapes):
+    """Per-row statistics (layernorm's mean and variance, reshaped to one value a row) are
+    stored at the row's own index, so the generic kernel's code is the same for every row
+    count, and it computes what NumPy does."""
+    fn = nm.jit(dynamic=True)(layernorm_stats)
+    rng = np.random.default_rng(5)
+    codes = set()
+    for shape in shapes:
+        x = rng.standard_normal(shape).astype(np.float32)
+        codes |= {code_text(k.source) for k in fn.lower(x, target="sm_90").kernels}
+        check_outputs(fn(x), *reference(layernorm_stats, x), rtol=1e-5)
+    assert len(codes) == 1

@@ -283,8 +283,10 @@ class _Evaluator:
 # building a kernel
 # ======================================================================================
 
-def _strip_output(node):
-    """Peel trailing RESHAPE/PERMUTE off an output; returns (inner node, index -> outer index)."""
+def _strip_output(node, generic=False):
+    """Peel trailing RESHAPE/PERMUTE off an output; returns (inner node, index -> outer index).
+    ``generic``: the index's outermost part is not reduced modulo its extent (it is in range;
+    a generic kernel's code must not name its row count)."""
     chain = []
     while node.op in (Op.RESHAPE, Op.PERMUTE):
         chain.append(node)
@@ -296,7 +298,8 @@ def _strip_output(node):
             if m.op is Op.PERMUTE:
                 idx = [idx[p] for p in m.arg]
             else:
-                idx = sym.unflatten(sym.flatten(idx, src_shape), m.shape)
+                idx = sym.unflatten(sym.flatten(idx, src_shape), m.shape,
+                                    outermost_whole=generic)
         return idx
     return node, outer_index
 
@@ -377,7 +380,7 @@ def build_kernel(outputs, layouts, out_layouts, name="kernel", arg_names=None, g
     ``out_layouts``: per output, (strides, offset) of the output buffer; ``generic``: the
     kernel's code must not depend on its row count (the row index's range is ROW_BOUND).
     """
-    stripped = [_strip_output(o) for o in outputs]
+    stripped = [_strip_output(o, generic) for o in outputs]
     pshape, row_axes = _plan_rows(stripped, layouts)
     row = sym.Var("row", ROW_BOUND if generic else max(1, int(np.prod(pshape, dtype=np.int64))))
     row_index = sym.unflatten(sym.lift(row), pshape, outermost_whole=generic)
