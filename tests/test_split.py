@@ -572,15 +572,12 @@ def test_forced_split_keeps_long_reductions_over_few_rows_in_one_kernel(options)
     """Unforced, a whole-array sum and a column variance of a tall array take two kernels
     (segments, then their combine); a forced split asks for one kernel whose rows are split
     across blocks instead, and gets the same results."""
-    from numbamr import schedule
+    from numbamr.experimental import Knobs, knobs
     x = np.random.default_rng(5).standard_normal((2048, 24)).astype(np.float32) + 3
 
     def stats(x):
         return x.sum(), (x - x.mean(axis=0)).var(axis=0), x.max()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(schedule, "SPLIT_MIN_EXTENT", 1024)
-        mp.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 1024)
-        mp.setattr(schedule, "SPLIT_MIN_SEGMENT", 256)
+    with knobs(Knobs(split_min_extent=1024, split_min_extent_col=1024, split_min_segment=256)):
         assert len(nm.jit(stats).lower(x).kernels) > len(nm.jit(**options)(stats).lower(x).kernels)
         fn = nm.jit(**options)(stats)
         for k in fn.lower(x).kernels:

@@ -10,12 +10,12 @@ combine order, hence the same result bits.
 import numpy as np
 
 from .. import dtypes
+from ..experimental import current_knobs
 from ..ops import Op, ReduceKind
 from ..runtime.device import L2_POLICY_ARCH, NAN_MINMAX_ARCH, capable, dependent_launches
 from .linearize import const_literal, exchange_dtype as _xdt
 
 FULL_MASK = "0xFFFFFFFF"
-BULK_PIECE = 8192       # bytes of one bulk copy of a row's segment
 BF16_CVT_ARCH = (8, 0)  # cvt.rn.bf16.f32: float32 to bfloat16 in one instruction
 
 
@@ -176,30 +176,23 @@ def _arg_take(kind, av, ai, bv, bi, first):
             f"(({av} == {av}) & (({bv} {cmp} {av}) | (({bv} == {av}) & ({bi} < {ai}))))")
 
 
-# How a persistent kernel is launched: 3 (the default) as a programmatic dependent of the
-# stream's previous kernel that lets the next kernel start only as its blocks end (no
-# launch_dependents: the hardware's trigger at exit); 0 plainly; 1 and 2 as a dependent that
-# lets the next kernel start at once, or once each block has begun its cluster's last row.
-# Layernorm 1024 x 65536 on the H200 (bench/RESULTS.md): 3 3880-3898 GB/s, 0 3835-3851,
-# 1 3665-3701, 2 3864-3875. A study knob of bench/variants.py.
-PERSISTENT_DEPENDENT = 3
-
-
 def launched_dependent(layout, arch):
     """Whether a kernel of ``layout`` is launched as a programmatic dependent of the stream's
     previous kernel (and waits for it itself): every kernel where the GPU has it, but a
-    persistent grid only where PERSISTENT_DEPENDENT says so."""
-    return dependent_launches(arch) and (not layout.persistent or PERSISTENT_DEPENDENT > 0)
+    persistent grid only where the study knob ``Knobs.persistent_dependent`` says so (by
+    default it is: see numbamr.experimental.Knobs)."""
+    return dependent_launches(arch) and \
+        (not layout.persistent or current_knobs().persistent_dependent > 0)
 
 
 def next_kernel_trigger(layout):
     """Where a dependent kernel lets the stream's next kernel start: ``"start"``, ``"last
     row"`` (each block of a persistent grid, at its cluster's last row) or None (as its
     blocks end). A persistent grid fills the GPU: letting the next kernel start at once cost
-    it 4-5% on the H200 (above)."""
+    it 4-5% on the H200 (numbamr.experimental.Knobs)."""
     if not layout.persistent:
         return "start"
-    return {1: "start", 2: "last row"}.get(PERSISTENT_DEPENDENT)
+    return {1: "start", 2: "last row"}.get(current_knobs().persistent_dependent)
 
 
 class Emitter:
@@ -670,7 +663,7 @@ class Emitter:
         nbytes = sum(seg * size for *_, size in arg["fills"])
         self.line(f"mbar_expect(rbar, {stage}, {nbytes})")
         for arr, off, buf, size in arg["fills"]:
-            piece = BULK_PIECE // size
+            piece = current_knobs().bulk_piece // size
             for p in range(0, seg, piece):
                 n = min(piece, seg - p) * size
                 self.line(f"bulk_load({arr}, {off} + {stage} * {seg} + {p}, {buf}, "

@@ -12,6 +12,7 @@ import numpy as np
 
 from .. import dtypes, settings
 from ..errors import ArgumentError, DTypeError
+from ..experimental import current_knobs
 from . import arrays, binary, cudadriver, simmath
 from .callplan import const_slot, fast_key  # noqa: F401 (fast_key: jit's)
 from .compile import code_text, jit_kernel, source_path
@@ -280,14 +281,12 @@ def _make_cluster(handle, lk):
 
 
 CU_OCCUPANCY_QUERY_GRID = 64     # clusters of the launch the occupancy query describes
-# a cap on a persistent kernel's clusters (None: as many as the GPU holds at once); a study
-# knob of bench/variants.py
-PERSISTENT_MAX_CLUSTERS = None
 
 
 def _persistent_grid(handle, lk, shared):
     """A persistent kernel's grid: as many of its clusters as the GPU holds at once (each
-    loops over its share of the rows), no more than it has rows."""
+    loops over its share of the rows), no more than it has rows nor than the study knob
+    ``Knobs.persistent_max_clusters`` allows."""
     lib = cudadriver.driver()
     split = lk.layout.split
     config = cudadriver.LaunchConfig(grid=(split * CU_OCCUPANCY_QUERY_GRID, 1, 1),
@@ -299,7 +298,8 @@ def _persistent_grid(handle, lk, shared):
         why = cudadriver.error_text(err) if err else "none fits"
         raise ArgumentError(f"kernel {lk.name}: no cluster of its {split} blocks fits on this "
                             f"GPU ({why}): use persistent=0")
-    return min(fit.value, lk.grid // split, PERSISTENT_MAX_CLUSTERS or fit.value) * split
+    cap = current_knobs().persistent_max_clusters
+    return min(fit.value, lk.grid // split, cap or fit.value) * split
 
 
 def make_launchers(lowered, simulator):
