@@ -6,7 +6,8 @@ host copy, a keyword that is the function's own).
 from . import settings
 from .runtime import arrays
 from .runtime.callplan import PlanArray, build_plan, on_context
-from .runtime.launch import several_gpus, primary_context, temps_on_stream
+from .runtime.contexts import several_gpus, primary_context
+from .runtime.launch import temps_on_stream
 
 
 class _Mark:

@@ -21,7 +21,9 @@ from .lowering import lower_built, split_into_cluster, KernelOptions
 from .runtime import arrays
 from .runtime.device import arch
 from .runtime.callplan import fast_key
-from .runtime.launch import prepare_leaves, run, make_launchers, device_cc, device_scope, built
+from .runtime.callcontext import prepare_leaves
+from .runtime.contexts import device_cc, device_scope
+from .runtime.launch import run, make_launchers, built
 from .callpaths import register_path
 from .lowered import Compiled, Lowered, parse_target, target_name
 from .outs import check_out, out_arrays

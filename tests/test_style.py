@@ -21,7 +21,6 @@ CLASS_LINES = 300       # a class's end_lineno - lineno (mixins count separately
 # modules and classes over budget, each with its size today as a ceiling: they may shrink
 # (lower the ceiling then, or drop the entry once under budget), never grow
 MODULES_OVER = {
-    "numbamr/runtime/launch.py": 627,
 }
 CLASSES_OVER = {
 }
