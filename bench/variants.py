@@ -4,19 +4,20 @@
     python bench/variants.py --ops softmax --shapes 1024x65536 \
         --variants "threads_per_row=256,unroll=8;threads_per_row=1024"
 
-A variant may also set the scheduler's thresholds for splitting a long reduction over few
-rows into two kernels (``sched_min_extent=8192``, ``sched_min_blocks=...``),
-``sched_col_line=1`` for column segments that are runs of rows, never interleaved,
-``max_clusters=N`` to cap a persistent kernel's grid at N clusters, ``hold_rows=1`` for a
-persistent cluster that keeps its row in registers after the first pass, or ``pdl=N`` for
-how a persistent kernel is launched (numbamr.lowering.emit.PERSISTENT_DEPENDENT), and
-``bulk_piece=BYTES`` for the size of each bulk copy that brings a persistent row's segment.
+A variant may also set study knobs (``numbamr.experimental.Knobs``): the scheduler's
+thresholds for splitting a long reduction over few rows into two kernels
+(``sched_min_extent=8192``, ``sched_min_blocks=...``), ``sched_col_line=1`` for column
+segments that are runs of rows, never interleaved, ``max_clusters=N`` to cap a persistent
+kernel's grid at N clusters, ``hold_rows=1`` for a persistent cluster that keeps its row in
+registers after the first pass, ``pdl=N`` for how a persistent kernel is launched
+(``Knobs.persistent_dependent``), and ``bulk_piece=BYTES`` for the size of each bulk copy
+that brings a persistent row's segment. A variant's calls, the timed ones too, run under
+its Knobs (they are part of a signature's key).
 
 Each variant is checked against float64 NumPy before it is timed; the copy ceiling is
 measured in the same run. Prints one table: GB/s per (cell, variant).
 """
 import argparse
-import contextlib
 import os
 import sys
 
@@ -35,50 +36,31 @@ DEFAULT_VARIANTS = [
 ]
 
 
-# study knobs that are not kernel options, set for one variant only: the scheduler's
-# thresholds for splitting a long reduction over few rows into two kernels (numbamr.schedule)
-# and, for persistent kernels, the cap on their clusters (numbamr.runtime.launch), rows held
-# in registers (numbamr.lowering.linearize), how they are launched and the size of their
-# bulk copies (numbamr.lowering.emit)
-STUDY_KNOBS = {"sched_min_extent": "schedule.SPLIT_MIN_EXTENT",
-               "sched_min_blocks": "schedule.SPLIT_MIN_BLOCKS",
-               "sched_min_extent_col": "schedule.SPLIT_MIN_EXTENT_COL",
-               "sched_target_blocks": "schedule.SPLIT_TARGET_BLOCKS",
-               "sched_col_line": "schedule.COL_LINE",
-               "max_clusters": "runtime.launch.PERSISTENT_MAX_CLUSTERS",
-               "hold_rows": "lowering.linearize.PERSISTENT_HOLD_ROWS",
-               "pdl": "lowering.emit.PERSISTENT_DEPENDENT",
-               "bulk_piece": "lowering.emit.BULK_PIECE"}
+# study knobs that are not kernel options, set for one variant only: this script's names
+# for the fields of numbamr.experimental.Knobs
+STUDY_KNOBS = {"sched_min_extent": "split_min_extent",
+               "sched_min_blocks": "split_min_blocks",
+               "sched_min_extent_col": "split_min_extent_col",
+               "sched_target_blocks": "split_target_blocks",
+               "sched_col_line": "col_line",
+               "max_clusters": "persistent_max_clusters",
+               "hold_rows": "persistent_hold_rows",
+               "pdl": "persistent_dependent",
+               "bulk_piece": "bulk_piece"}
 
 
 def parse(variant):
-    """(kernel options, study knobs) of one variant's text."""
+    """(kernel options, study Knobs) of one variant's text."""
+    from numbamr.experimental import Knobs
     opts, knobs = {}, {}
     for item in filter(None, variant.split(",")):
         k, v = (t.strip() for t in item.split("="))
         if k in STUDY_KNOBS:
-            knobs[STUDY_KNOBS[k]] = int(v)
+            field = STUDY_KNOBS[k]
+            knobs[field] = bool(int(v)) if field == "persistent_hold_rows" else int(v)
         else:
             opts[k] = v if k == "layout" else int(v)
-    return opts, knobs
-
-
-@contextlib.contextmanager
-def study_knobs_set(values):
-    """``values`` (``"module.NAME"`` under numbamr: value) set while the block runs."""
-    import importlib
-
-    def place(path):
-        module, name = path.rsplit(".", 1)
-        return importlib.import_module("numbamr." + module), name
-    saved = {path: getattr(*place(path)) for path in values}
-    for path, v in values.items():
-        setattr(*place(path), v)
-    try:
-        yield
-    finally:
-        for path, v in saved.items():
-            setattr(*place(path), v)
+    return opts, Knobs(**knobs)
 
 
 def main():
@@ -118,7 +100,7 @@ def main():
                 try:
                     opts, knobs = parse(v)
                     jf = nm.jit(**opts)(fn)
-                    with study_knobs_set(knobs):      # the first call lowers
+                    with nm.experimental.knobs(knobs):
                         got = [to_host(g) for g in flat_outputs(jf(*dev))]
                     err = max(rel_err(g, r) for g, r in zip(got, ref))
                     if err > (2e-3 if args.dtype == "float16" else 1e-4):
@@ -127,15 +109,16 @@ def main():
                     if args.warm:
                         cells.append(f"ok {err:.1e}")
                         continue
-                    timed[len(cells)] = jf
+                    timed[len(cells)] = jf, knobs
                     cells.append("")
                     grids = [ln.grid for c in jf._cache.values() for ln in c.launchers]
                     print(f"  {op} {shape_text} {v or 'heuristic'}: grids {grids}", flush=True)
                 except Exception as e:          # shown in the table
                     cells.append(f"error {type(e).__name__}")
             for _ in range(args.rounds):        # interleaved: drift falls on every variant
-                for i, jf in timed.items():
-                    t = timeit(lambda: jf(*dev))
+                for i, (jf, knobs) in timed.items():
+                    with nm.experimental.knobs(knobs):
+                        t = timeit(lambda: jf(*dev))
                     cells[i] = f"{cells[i]} {nbytes / t / 1e9:.0f}".strip()
             rows.append((op, shape_text, cells))
             print(op, shape_text, cells, flush=True)

@@ -14,6 +14,7 @@ from .errors import (NumbamrError, TraceError, ShapeError, DTypeError, ArgumentE
                      FusionError, CompileError)
 from .lowering.options import KernelOptions
 from .jit import jit, JitFunction, Lowered
+from . import experimental      # study knobs: numbamr.experimental.Knobs
 from .trace import (exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, sigmoid, erf, where,
                     maximum, minimum, logsumexp, softmax, isnan, isfinite, abs_ as abs,
                     astype, sum_ as sum, amax as max, amin as min, mean, var, std, prod,
@@ -22,8 +23,8 @@ from .trace import (exp, exp2, log, log2, sqrt, rsqrt, sin, cos, tanh, sigmoid, 
 
 __version__ = "0.1.0"
 
-__all__ = ["jit", "JitFunction", "Lowered", "KernelOptions", "NumbamrError", "TraceError",
-           "ShapeError", "DTypeError", "ArgumentError", "FusionError", "CompileError",
+__all__ = ["jit", "JitFunction", "Lowered", "KernelOptions", "experimental", "NumbamrError",
+           "TraceError", "ShapeError", "DTypeError", "ArgumentError", "FusionError", "CompileError",
            "exp", "exp2", "log", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
            "erf", "where", "maximum", "minimum", "logsumexp", "softmax", "isnan", "isfinite",
            "abs", "astype", "sum", "max", "min", "mean", "var", "std", "prod", "argmax",

@@ -13,95 +13,23 @@ import time
 
 import numpy as np
 
-from . import dtypes, settings, tune
+from . import settings, tune
 from .errors import ArgumentError, CompileError, NumbamrError, SourceLoc, is_users_exception
+from .experimental import DEFAULT as DEFAULT_KNOBS, current_knobs
 from .graph import format_graph, verify_graph
 from .lowering import lower_built, split_into_cluster, KernelOptions
 from .runtime import arrays
 from .runtime.device import arch
-from .runtime.callplan import PlanArray, build_plan, fast_key, on_context
-from .runtime.launch import (prepare_leaves, run, make_launchers, device_cc, device_scope,
-                             several_gpus, primary_context, temps_on_stream, built)
+from .runtime.callplan import fast_key
+from .runtime.callcontext import prepare_leaves
+from .runtime.contexts import device_cc, device_scope
+from .runtime.launch import run, make_launchers, built
+from .callpaths import register_path
+from .lowered import Compiled, Lowered, parse_target, target_name
+from .outs import check_out, out_arrays
 from .schedule import schedule, format_schedule
-from .trace import trace, has_tracer, frozen_names
-
-
-class Lowered:
-    """What a call would run: the traced graph, the kernels and their sources."""
-
-    def __init__(self, graph_text, schedule_text, kernels, out_specs, structure, temps,
-                 target=None):
-        self.graph_text, self.schedule_text = graph_text, schedule_text
-        self.kernels = kernels
-        self.out_specs, self.structure = out_specs, structure
-        self.temps = temps          # intermediates kernels pass through memory
-        self.target = target        # "sim" or "sm_XY" (None: a GPU of no known kind)
-
-    @property
-    def generic(self):
-        """Whether every kernel's code is the same for every count of its rows."""
-        return all(k.kernel.generic for k in self.kernels)
-
-    @property
-    def has_bfloat16(self):
-        """Whether an output or temporary is bfloat16 (CuPy, hence the fast path, has none)."""
-        return any(dtypes.is_bfloat16(dt) for dt, _ in self.out_specs) or \
-            any(dtypes.is_bfloat16(t.dtype) for t in self.temps)
-
-    def as_text(self):
-        """The emitted numba.cuda source of every kernel."""
-        return "\n\n".join(k.source for k in self.kernels)
-
-    def __repr__(self):
-        return f"<Lowered: {len(self.kernels)} kernel(s): " + \
-            ", ".join(k.name for k in self.kernels) + ">"
-
-
-class _Leaf:
-    """One argument value after binding: an array or a static value."""
-    __slots__ = ("name", "value", "array")
-
-    def __init__(self, name, value, array):
-        self.name, self.value, self.array = name, value, array
-
-    def key(self):
-        if self.array is not None:
-            a = self.array
-            return ("A", a.layout_key(), a.where)
-        return self.static_key()
-
-    def shape_class(self):
-        """The key with an array's extents left out (and its strides, where they are those
-        of its shape in C order): what a kernel generic in its rows may serve."""
-        if self.array is None:
-            return self.static_key()
-        a = self.array
-        c_order = a.strides == arrays._c_element_strides(a.shape)
-        return ("A", a.dtype.str, len(a.shape), "C" if c_order else (a.shape, a.strides),
-                a.offset, a.aligned, a.where)
-
-    def static_key(self):
-        try:
-            hash(self.value)
-        except TypeError:
-            raise ArgumentError(f"argument {self.name!r} is a {type(self.value).__name__}, which "
-                                "is neither an array nor a hashable static value") from None
-        return ("S", type(self.value).__name__, dtypes.static_key(self.value))
-
-
-def _shape_class(leaves, outs=None):       # what a generic kernel serves (_Leaf.shape_class)
-    return tuple(x.shape_class() for x in [*leaves, *(_Leaf("O", None, a) for a in outs or ())])
-
-
-def _extents(leaves, outs=None):           # what a signature adds to its shape class
-    return tuple(x.key() for x in leaves) + tuple(("O",) + a.layout_key() for a in outs or ())
-
-
-class Compiled:
-    """One signature's lowered kernels and their numba kernel objects."""
-
-    def __init__(self, lowered, launchers):
-        self.lowered, self.launchers = lowered, launchers
+from .signature import Leaf, knobs_key, log_compile
+from .trace import trace, has_tracer
 
 
 def _ufunc_as_function(ufunc):
@@ -138,7 +66,7 @@ class JitFunction:
         self._defaults = [p.default for p in params]
         self._cache = collections.OrderedDict()
         self._fast = {}             # fast_key -> generated call path (runtime.callplan)
-        self._classes = {}          # shape class (see _Leaf.shape_class) -> its first extents
+        self._classes = {}          # shape class (see Leaf.shape_class) -> its first extents
         self._said_slow = False     # a compile over SLOW_COMPILE_S was reported
         self._lock = threading.RLock()
 
@@ -170,7 +98,7 @@ class JitFunction:
         return bound, leaves
 
     def _leaf(self, name, value):
-        return _Leaf(name, value, arrays.inspect_array(value, name))
+        return Leaf(name, value, arrays.inspect_array(value, name))
 
     def _rebuild(self, bound, values):
         """Call the user's function with ``values`` in place of the leaves."""
@@ -242,13 +170,24 @@ class JitFunction:
         target = kwargs.pop("target", None) if "target" not in self._sig.parameters else None
         sim, cc = parse_target(target)
         bound, leaves = self._bind(args, kwargs)
-        generic = self._wants_generic(_shape_class(leaves), _extents(leaves))
+        generic = self._wants_generic(self._shape_class(leaves), self._extents(leaves))
         lowered = self._lower(bound, leaves, sim, generic=generic, cc=cc)
         if self.autotune and target is None and tune.applies(settings.simulator()):
             tuned = tune.known_options(self, lowered)
             if tuned is not None and tuned != self.options:
                 lowered = self._lower(bound, leaves, options=tuned, generic=generic)
         return lowered
+
+    # ---- shapes that change ---------------------------------------------------------------
+    @staticmethod
+    def _shape_class(leaves, outs=None):
+        return tuple(leaf.shape_class() for leaf in leaves) + \
+            tuple(("O",) + Leaf("out", None, a).shape_class() for a in outs or ()) + \
+            knobs_key()
+
+    @staticmethod
+    def _extents(leaves, outs=None):    # what a signature adds to its shape class
+        return tuple(x.key() for x in leaves) + tuple(("O",) + a.layout_key() for a in outs or ())
 
     def _wants_generic(self, shape_class, extents):
         """Kernels generic in their rows for these ``extents``? None (the default): once the
@@ -266,7 +205,7 @@ class JitFunction:
         values = list(args) + self._defaults[len(args):]
         if any(v is inspect.Parameter.empty for v in values):
             return None
-        return [_Leaf(name, v, arrays.inspect_array(v, name))
+        return [Leaf(name, v, arrays.inspect_array(v, name))
                 for name, v in zip(self._names, values)]
 
     def __call__(self, *args, **kwargs):
@@ -279,6 +218,9 @@ class JitFunction:
         except Exception:           # an argument that cannot be keyed: the full path says why
             fkey = None
         if fkey is not None:
+            knobs = current_knobs()
+            if knobs is not DEFAULT_KNOBS:      # calls under other study knobs: paths apart
+                fkey = (fkey, knobs)
             path = self._fast.get(fkey)
             if path is not None:
                 return path(args, kwargs)
@@ -305,6 +247,7 @@ class JitFunction:
         key = tuple([leaf.key() for leaf in leaves])
         if outs is not None:
             key += tuple(("O",) + a.layout_key() for a in outs)
+        key += knobs_key()
         if not ctx.simulator:       # kernels are loaded per device, compiled per architecture
             key += (("device", ctx.device, device_cc(ctx.device)),)
         with device_scope(None if ctx.simulator else ctx.device):
@@ -320,46 +263,8 @@ class JitFunction:
                 check_out(outs, compiled.lowered.out_specs)
             result = run(compiled, leaves, ctx, outs)
         if fkey is not None and on_device and not ctx.simulator:
-            self._register_path(fkey, compiled, leaves, ctx, args, given, outs)
+            register_path(self, fkey, compiled, leaves, ctx, args, given, outs)
         return result
-
-    def _register_path(self, fkey, compiled, leaves, ctx, args, kwargs, outs):
-        """Make the generated call path of this signature (runtime.callplan) and keep it
-        under ``fkey``; nothing where a call with that key could need what the path skips
-        (a check of the grad mode, a host copy, a keyword that is the function's own)."""
-        if callplan_refuses(self, compiled, leaves, ctx, kwargs, outs):
-            return
-        special = {"out", "stream"}
-        sources = self._leaf_sources(args, {k: v for k, v in kwargs.items()
-                                            if k not in special})
-        if len(sources) != len(leaves):
-            return
-        inputs = {i: PlanArray.of(sources[i], leaf.array) for i, leaf in enumerate(leaves)
-                  if leaf.array is not None}
-        if any(a.expr is None for a in inputs.values()):
-            return
-        plan_outs = None
-        if outs is not None:
-            plan_outs = [PlanArray.of(e, a) for e, a in zip(_out_exprs(kwargs["out"]), outs)]
-        stream = kwargs.get("stream")
-        call, _ = build_plan(compiled, inputs, ctx.result_kind, ctx.device, plan_outs, stream,
-                             stream is not None,
-                             temps_on_stream(ctx.result_kind, ctx.device)
-                             if stream is not None else None)
-        if several_gpus():
-            call = on_context(call, primary_context(ctx.device))
-        with self._lock:
-            if len(self._fast) >= settings.current().max_signatures:
-                self._fast.clear()
-            self._fast[fkey] = call
-
-    def _leaf_sources(self, args, kwargs):
-        """For each leaf of a call with these arguments, the expression that reads it from a
-        call's ``args`` and ``kw`` (None for a parameter's default)."""
-        marks = [_Mark(f"args[{i}]") for i in range(len(args))]
-        named = {k: _Mark(f"kw[{k!r}]") for k in kwargs}
-        _, leaves = self._bind(marks, named)
-        return [leaf.value.expr if isinstance(leaf.value, _Mark) else None for leaf in leaves]
 
     def output_specs(self, args, kwargs, array_spec):
         """The (dtype, shape) of each output of a call with these arguments and the outputs'
@@ -402,13 +307,13 @@ class JitFunction:
         with self._lock:
             compiled = self._cache.get(key)
             if compiled is None:
-                shape_class, extents = _shape_class(leaves, outs), _extents(leaves, outs)
+                shape_class, extents = self._shape_class(leaves, outs), self._extents(leaves, outs)
                 try:
                     lowered = self._lower(bound, leaves, outs=outs,
                                           generic=self._wants_generic(shape_class, extents))
                     sim = settings.simulator()
                     if settings.current().debug:
-                        _log_compile(self, key, leaves, lowered, built(lowered, sim))
+                        log_compile(self, key, leaves, lowered, built(lowered, sim))
                     start = time.perf_counter()
                     if self.autotune and ctx is not None and tune.applies(ctx.simulator):
                         compiled = tune.tune(self, bound, leaves, outs, ctx, lowered)
@@ -441,101 +346,6 @@ class JitFunction:
 
 
 SLOW_COMPILE_S = 1.0        # a compile that takes longer is reported once per function
-
-
-def _log_compile(fn, key, leaves, lowered, built):
-    """NUMBAMR_DEBUG=1: say why this call needs kernels (which part of the signature is new,
-    in words) and whether they are compiled or served by kernels built already."""
-    why = _why_new(fn, key, leaves)
-    if lowered.generic:
-        what = "kernels generic in their rows"
-    else:
-        what = "kernels for these shapes"
-    if built:
-        print(f"numbamr: {fn.__name__}: {why}; served by the {what} built already "
-              "(nothing to compile)", file=sys.stderr)
-    else:
-        print(f"numbamr: compiling {fn.__name__}: {why}; {what}", file=sys.stderr)
-    read, closure = frozen_names(fn.fn)
-    for kind, names in (("globals", read), ("closure variables", closure)):
-        if names:
-            print(f"numbamr: {fn.__name__} read {kind} at trace time (frozen): "
-                  f"{', '.join(names)}", file=sys.stderr)
-
-
-def _why_new(fn, key, leaves):
-    """What differs between ``key`` and the nearest signature compiled before, in words."""
-    if not fn._cache:
-        return "first call"
-    near = min(fn._cache, key=lambda k: sum(a != b for a, b in zip(k, key)) +
-               abs(len(k) - len(key)))
-    if len(near) != len(key):
-        return "a different number of arguments"
-    names = [leaf.name for leaf in leaves] + [f"out[{i}]" for i in range(len(key))]
-    diffs = [f"argument {names[i]!r}: {_key_change(a, b)}" if a[0] != "O" else
-             f"{names[i]}: {_key_change(a[1:], b[1:])}"
-             for i, (a, b) in enumerate(zip(near, key)) if a != b]
-    return "; ".join(diffs) or "different arguments"
-
-
-def _static_text(key):
-    """A static value's key as the value reads (a float's key holds its repr beside its bits,
-    see dtypes.static_key)."""
-    if isinstance(key, tuple) and len(key) >= 3 and isinstance(key[1], str) and \
-            isinstance(key[0], str):
-        return key[1]
-    return repr(key)
-
-
-_ARRAY_PARTS = ("dtype", "shape", "strides", "offset", "16-byte alignment")
-
-
-def _key_change(old, new):
-    """One argument's change between two signature keys, in words."""
-    if old[0] == new[0] == "A":
-        (old_layout, old_where), (new_layout, new_where) = old[1:], new[1:]
-        old_layout = (np.dtype(old_layout[0]).name,) + old_layout[1:]
-        new_layout = (np.dtype(new_layout[0]).name,) + new_layout[1:]
-        parts = [f"{what} {a} -> {b}"
-                 for what, a, b in zip(_ARRAY_PARTS, old_layout, new_layout) if a != b]
-        if old_where != new_where:
-            parts.append(f"memory {old_where} -> {new_where}")
-        return ", ".join(parts)
-    if old[0] == new[0] == "S":
-        return f"{old[1]} {_static_text(old[2])} -> {new[1]} {_static_text(new[2])}"
-    return "an array where a static value was, or the other way"
-
-
-class _Mark:
-    """An argument's place in a call (``args[0]``, ``kw['w']``), bound in its stead to learn
-    which leaf each argument becomes."""
-    __slots__ = ("expr",)
-
-    def __init__(self, expr):
-        self.expr = expr
-
-
-def _out_exprs(out):
-    """Where each out= array is found in a call's ``kw``."""
-    if isinstance(out, dict):
-        return [f"kw['out'][{k!r}]" for k in out]
-    if isinstance(out, (tuple, list)):
-        return [f"kw['out'][{i}]" for i in range(len(out))]
-    return ["kw['out']"]
-
-
-def callplan_refuses(fn, compiled, leaves, ctx, kwargs, outs):
-    """Whether calls like this one must keep taking the full path."""
-    params = fn._sig.parameters
-    if any(k in params for k in ("out", "stream") if k in kwargs):
-        return True                 # the function's own parameters: plain arguments
-    if ctx.result_kind == "cupy" and arrays.cupy_module() is None:
-        return True
-    objs = [leaf.array.obj for leaf in leaves if leaf.array is not None] + \
-        [a.obj for a in outs or ()]
-    if any(getattr(o, "requires_grad", False) for o in objs):
-        return True                 # refused with grad on, taken with grad off: both checked
-    return outs is None and ctx.result_kind == "cupy" and compiled.lowered.has_bfloat16
 
 
 def _reduce_jit(jf):
@@ -584,52 +394,6 @@ def _rebuild_jit(fn, options, autotune, dynamic=None):
     return JitFunction(fn, KernelOptions(**options), autotune, dynamic)
 
 
-def out_arrays(out, leaves, ctx):
-    """The out= arrays as ArrayArgs, on the side the kernels run, not overlapping inputs."""
-    items = list(out.values()) if isinstance(out, dict) else \
-        list(out) if isinstance(out, (tuple, list)) else [out]
-    result = []
-    for i, a in enumerate(items):
-        info = arrays.inspect_array(a, f"out[{i}]")
-        if info is None:
-            raise ArgumentError(f"out[{i}] is a {type(a).__name__}, not an array")
-        if ctx.simulator and info.where != arrays.HOST:
-            raise ArgumentError(f"out[{i}] is a device array, but kernels run in numba's CPU "
-                                "simulator: pass NumPy arrays")
-        if not ctx.simulator and info.where != arrays.DEVICE:
-            raise ArgumentError(f"out[{i}] is a host array, but the kernels run on the GPU: "
-                                "pass device arrays (e.g. CuPy) as out=")
-        if not ctx.simulator and info.device != ctx.device:
-            raise ArgumentError(f"out[{i}] is on device {info.device}, but the call runs on "
-                                f"device {ctx.device}, where its inputs are")
-        if any(s == 0 and n > 1 for s, n in zip(info.strides, info.shape)):
-            raise ArgumentError(f"out[{i}] is a broadcast view (zero stride): its elements "
-                                "overlap each other")
-        lo, hi = info.base_ptr, info.base_ptr + info.span * info.dtype.itemsize
-        for leaf in leaves:
-            if leaf.array is None:
-                continue
-            b = leaf.array
-            blo, bhi = b.base_ptr, b.base_ptr + b.span * b.dtype.itemsize
-            if lo < bhi and blo < hi:
-                raise ArgumentError(f"out[{i}] overlaps the memory of input {leaf.name!r}")
-        result.append(info)
-    return result
-
-
-def check_out(outs, specs):
-    """out= must match the outputs (``specs``: (dtype, shape) each) in number, shape, dtype."""
-    if len(outs) != len(specs):
-        raise ArgumentError(f"out= has {len(outs)} array(s) but the function returns "
-                            f"{len(specs)}")
-    for i, (a, (dt, shape)) in enumerate(zip(outs, specs)):
-        if tuple(a.shape) != tuple(shape):
-            raise ArgumentError(f"out[{i}] has shape {tuple(a.shape)}, the output has shape "
-                                f"{tuple(shape)}")
-        if a.dtype != dt:
-            raise ArgumentError(f"out[{i}] has dtype {a.dtype}, the output has dtype {dt}")
-
-
 def _ident(name):
     name = "".join(c if c.isalnum() or c == "_" else "_" for c in name)
     return name if name and not name[0].isdigit() else "k_" + name
@@ -663,25 +427,3 @@ def jit(fn=None, autotune=False, dynamic=None, **options):
     if not callable(fn):
         raise ArgumentError(f"numbamr.jit expects a function, got {type(fn).__name__}")
     return JitFunction(fn, opts, autotune, dynamic)
-
-
-def parse_target(target):
-    """(simulator, compute capability) of a ``target=``: None (this machine), "sim", or
-    "sm_XY" (compute capability X.Y)."""
-    if target is None:
-        return None, None
-    if target == "sim":
-        return True, None
-    text = target if isinstance(target, str) else ""
-    digits = text[3:].rstrip("af")
-    if not text.startswith("sm_") or not digits.isdigit() or len(digits) < 2:
-        raise ArgumentError(f"target must be 'sim' or a GPU's compute capability such as "
-                            f"'sm_90', got {target!r}")
-    return False, (int(digits[:-1]), int(digits[-1]))
-
-
-def target_name(simulator, cc):
-    """The target a lowering is for, as ``target=`` names it (None: a GPU of no known kind)."""
-    if simulator:
-        return "sim"
-    return None if cc is None else f"sm_{cc[0]}{cc[1]}"

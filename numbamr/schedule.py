@@ -15,25 +15,15 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import FusionError
+from .experimental import current_knobs
 from .graph import format_graph, toposort
 from .lowering.kernel import build_kernel
 from .ops import Op, ReduceKind
 
 SPLIT_KINDS = {ReduceKind.SUM, ReduceKind.MAX, ReduceKind.MIN, ReduceKind.PROD}
-SPLIT_MIN_BLOCKS = 264          # reductions that would fill fewer blocks than this (2 per SM)
-SPLIT_MIN_EXTENT = 1 << 14      # ... and reduce at least this many elements a row are split
-SPLIT_MIN_EXTENT_COL = 1 << 13  # columns: 8192 x 8192 column variance measured 11% faster
-#                                 split in four on the H200 (bench/RESULTS.md)
-SPLIT_TARGET_BLOCKS = 4096      # ... into segments, until about this many blocks (whole-
-#                                 array sums on the H200: 1024 -> 4096 blocks +2-3%,
-#                                 bench/RESULTS.md)
-SPLIT_MIN_SEGMENT = 2048
+# the thresholds of the split (blocks, extents, segments, column lines) are study knobs:
+# numbamr.experimental.Knobs says what each was measured against
 COL_ROWS_PER_BLOCK = 32         # rows a block takes when reduced axes are not contiguous
-# columns a warp reads at once (one a thread; 128 bytes of float32). Where a row of the
-# array is not a whole number of such lines (999 columns), column segments interleave:
-# segment k takes rows k, k + S, ..., with S rows whole lines, so that a warp's 32 columns
-# lie in one line instead of straddling two (bench/RESULTS.md: 100000 x 999 +29%)
-COL_LINE = 32
 
 
 @dataclass
@@ -118,19 +108,21 @@ class Scheduler:
     def _segments_for(self, n, src):
         """(segments, interleaved): how many segments to split reduce ``n`` (over ``src``)
         into (1: no split), and whether segment s takes every segments-th step of the
-        reduced axes from s (columns whose rows are not whole lines: COL_LINE) rather than
+        reduced axes from s (columns whose rows are not whole lines: Knobs.col_line) rather than
         a run of them."""
         kind, axes = n.arg
         rows = int(np.prod(n.shape, dtype=np.int64))
         extent = int(np.prod([src.shape[a] for a in axes], dtype=np.int64))
         contiguous = src.ndim - 1 in axes
         blocks = rows if contiguous else -(-rows // COL_ROWS_PER_BLOCK)
-        least = SPLIT_MIN_EXTENT if contiguous else SPLIT_MIN_EXTENT_COL
-        if kind not in SPLIT_KINDS or blocks >= SPLIT_MIN_BLOCKS or extent < least:
+        knobs = current_knobs()
+        least = knobs.split_min_extent if contiguous else knobs.split_min_extent_col
+        if kind not in SPLIT_KINDS or blocks >= knobs.split_min_blocks or extent < least:
             return 1, False
-        most = -(-SPLIT_TARGET_BLOCKS // blocks)
-        if not contiguous and rows % COL_LINE:
-            lines = _segments(extent, most, lambda d: d * rows % COL_LINE == 0)
+        most = -(-knobs.split_target_blocks // blocks)
+        line = knobs.col_line
+        if not contiguous and rows % line:
+            lines = _segments(extent, most, lambda d: d * rows % line == 0)
             if lines > 1:
                 return lines, True
         return _segments(extent, most), False
@@ -370,9 +362,9 @@ def merge_groups(s):
 
 def _segments(extent, most, fits=lambda d: True):
     """The most segments (<= ``most``) that divide ``extent`` into pieces of at least
-    SPLIT_MIN_SEGMENT elements (and that ``fits``)."""
+    Knobs.split_min_segment elements (and that ``fits``)."""
     best = 1
-    for d in range(2, min(most, extent // SPLIT_MIN_SEGMENT) + 1):
+    for d in range(2, min(most, extent // current_knobs().split_min_segment) + 1):
         if extent % d == 0 and fits(d):
             best = d
     return best

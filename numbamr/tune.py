@@ -6,8 +6,9 @@ and doubled, two blocks a multiprocessor, rows streamed instead of held in regis
 the unroll, split rows halved and doubled); options the user forced are never changed.
 Every candidate's results are compared with the heuristics' before it may win, and it must
 be faster by more than timing noise (``MARGIN``). The choice is
-written to ``<cache>/tune/<key>.json``, keyed by the GPU's name and the heuristics' kernel
-sources (which depend on the function, the signature and numbamr's version), so a later
+written to ``<cache>/tune/<key>.json``, keyed by the GPU's name, the heuristics' kernel
+sources (which depend on the function, the signature and numbamr's version) and the study
+knobs in force (``numbamr.experimental``), so a later
 process compiles only the chosen layout. In numba's CPU simulator nothing is tuned: its
 timings say nothing about a GPU.
 """
@@ -24,6 +25,7 @@ import numpy as np
 
 from . import dtypes
 from .errors import NumbamrError
+from .lowered import Compiled
 from .lowering import KernelOptions
 from .runtime import cudadriver, device, diskcache
 from .runtime.launch import make_launchers, run
@@ -139,7 +141,6 @@ def _lowered(jf, bound, leaves, outs, choice):
 
 
 def _compile(lowered, ctx):
-    from .jit import Compiled
     return Compiled(lowered, make_launchers(lowered, ctx.simulator))
 
 
@@ -255,8 +256,13 @@ def _cache_path(lowered, forced):
     if d is None:
         return None
     from . import __version__
+    from .experimental import DEFAULT, current_knobs
     h = hashlib.sha256()
+    # study knobs of the launch change the timings and not the sources; the default ones
+    # add nothing (choices stored before them stay found)
+    knobs = current_knobs()
     for part in [__version__, cudadriver.device_name(), repr(forced)] + \
+            ([] if knobs == DEFAULT else [repr(knobs)]) + \
             [k.source for k in lowered.kernels]:
         h.update(part.encode())
         h.update(b"\0")

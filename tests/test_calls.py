@@ -109,11 +109,12 @@ def test_a_pickle_loads_in_another_process():
 def test_leaf_sources_follow_the_binding():
     def f(x, w, eps=1e-5, *rest, scale=2.0, **named):
         return x
+    from numbamr.callpaths import leaf_sources
     fn = nm.jit(f)
-    got = fn._leaf_sources((1, 2, 3, 4, 5), {"scale": 6, "z": 7})
+    got = leaf_sources(fn, (1, 2, 3, 4, 5), {"scale": 6, "z": 7})
     assert got == ["args[0]", "args[1]", "args[2]", "args[3]", "args[4]", "kw['scale']",
                    "kw['z']"]
-    assert fn._leaf_sources((1,), {"w": 2}) == ["args[0]", "kw['w']", None, None]
+    assert leaf_sources(fn, (1,), {"w": 2}) == ["args[0]", "kw['w']", None, None]
 
 
 def test_torch_tensors_that_require_grad_are_refused():

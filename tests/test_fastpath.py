@@ -8,7 +8,9 @@ import types
 import numpy as np
 import pytest
 
+from numbamr.errors import ArgumentError
 from numbamr.runtime import callplan, cudadriver, launch
+from numbamr.runtime.callcontext import CallContext
 
 
 class FakeMemory:
@@ -223,7 +225,7 @@ def test_constant_parameters_fill_their_slots_as_ints(fake_gpu):
     x = FakeArray((3, 4), np.float32)
     out = _plan(compiled)([x])
     leaf = types.SimpleNamespace(array=types.SimpleNamespace(base_ptr=x.data.ptr))
-    ctx = launch.CallContext(False, "cupy", stream=9)
+    ctx = CallContext(False, "cupy", stream=9)
     launch._launch_all(compiled, [leaf], ctx, [out.data.ptr])
     fast, slow = fake_gpu.launches
     assert fast["params"] == [x.data.ptr, 300, out.data.ptr, 2 ** 64 - 2]
@@ -246,7 +248,7 @@ def test_a_path_with_out_writes_the_given_arrays_and_refuses_overlap(fake_gpu):
     result = call([x], {"out": (a, b)})
     assert result[0] is a and result[1] is b and FakeArray.next_ptr == made
     assert fake_gpu.launches[0]["params"] == [x.data.ptr, b.data.ptr, a.data.ptr - 12]
-    with pytest.raises(launch.ArgumentError, match=r"out\[1\] overlaps the memory of input 'x'"):
+    with pytest.raises(ArgumentError, match=r"out\[1\] overlaps the memory of input 'x'"):
         call([x], {"out": (a, x)})
     assert len(fake_gpu.launches) == 1
 

@@ -8,7 +8,6 @@ row again from its stage and the exchanges are checked there against float64 Num
 tier compiles the GPU form (bulk copies, mbarrier waits, no spills) and checks which
 kernels take it by default; the gpu tests run it where each cluster loops over many rows.
 """
-import importlib
 
 import numpy as np
 import pytest
@@ -16,6 +15,7 @@ import pytest
 import numbamr as nm
 from helpers import run_and_check, to_host
 from numbamr.errors import ArgumentError
+from numbamr.experimental import Knobs, knobs
 from programs import BY_NAME
 from test_split import _lowered_for_gpu
 
@@ -128,34 +128,32 @@ def _stage_reads_and_refill(kernel):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["layernorm", "layernorm_stats", "chain4"])
-def test_rows_held_in_registers_read_their_stage_once(monkeypatch, name):
-    """The study knob PERSISTENT_HOLD_ROWS: later passes use the registers of the first, so
-    every read of a row's stage comes before the row's first barrier and the stage is
+def test_rows_held_in_registers_read_their_stage_once(name):
+    """The study knob Knobs.persistent_hold_rows: later passes use the registers of the
+    first, so every read of a row's stage comes before the row's first barrier and the stage is
     refilled right after it (by default later passes read the stage again and the refill
     waits for them); the results still match float64 NumPy."""
     p = BY_NAME[name]
     inputs = p.make(np.random.default_rng(7), 5, 1024)
     # two warps a block: a block's partials combine through shared memory, past a barrier
     options = dict(split=2, cluster=1, persistent=2, threads_per_row=64)
-    reads, barrier, fill = _stage_reads_and_refill(_lowered(nm.jit(**options)(p.fn), inputs)[0])
-    assert max(reads) > barrier and fill > max(reads)
-    monkeypatch.setattr(importlib.import_module("numbamr.lowering.linearize"),
-                        "PERSISTENT_HOLD_ROWS", True)
     fn = nm.jit(**options)(p.fn)
     reads, barrier, fill = _stage_reads_and_refill(_lowered(fn, inputs)[0])
-    assert max(reads) < barrier and fill == barrier + 1
-    run_and_check(p, inputs, jitted=fn)
+    assert max(reads) > barrier and fill > max(reads)
+    with knobs(Knobs(persistent_hold_rows=True)):
+        reads, barrier, fill = _stage_reads_and_refill(_lowered(fn, inputs)[0])
+        assert max(reads) < barrier and fill == barrier + 1
+        run_and_check(p, inputs, jitted=fn)
 
 
 @pytest.mark.parametrize("mode,wait,launch", [(0, False, None), (1, True, "start"),
                                               (2, True, "last row"), (3, True, None)])
 def test_how_a_persistent_grid_is_launched(monkeypatch, mode, wait, launch):
-    """The study knob PERSISTENT_DEPENDENT, lowered as on sm_90: plainly (0), or as a
+    """The study knob Knobs.persistent_dependent, lowered as on sm_90: plainly (0), or as a
     dependent that waits first and lets the next kernel start at once (1), at each block's
     last row (2) or as its blocks end (3, the default)."""
-    monkeypatch.setattr(importlib.import_module("numbamr.lowering.emit"),
-                        "PERSISTENT_DEPENDENT", mode)
-    (k,) = _lowered_for_gpu(monkeypatch, "layernorm", 1024, 65536)
+    with knobs(Knobs(persistent_dependent=mode)):
+        (k,) = _lowered_for_gpu(monkeypatch, "layernorm", 1024, 65536)
     assert k.layout.persistent and k.dependent == wait
     src = k.source
     assert ("griddep_wait()" in src) == wait

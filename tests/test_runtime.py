@@ -102,7 +102,7 @@ def test_the_least_recently_used_signature_is_dropped(monkeypatch):
 def test_a_failing_compile_names_the_saved_source_and_the_function(monkeypatch):
     import importlib
     emit = importlib.import_module("numbamr.lowering.emit")
-    monkeypatch.setattr(emit, "_alu", lambda op, dt, a, native=False: "(((")  # broken source
+    monkeypatch.setattr(emit, "alu_text", lambda op, dt, a, native=False: "(((")  # broken
     fn = nm.jit(softmax)
     with pytest.raises(nm.CompileError) as err:
         fn(X)

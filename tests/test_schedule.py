@@ -6,9 +6,25 @@ import pytest
 
 import numbamr as nm
 import numbamr.schedule as schedule
+from numbamr.experimental import Knobs, knobs
 from programs import Program
 from helpers import run_and_check
 from test_ptx import lower_for_gpu, compile_report
+
+
+@pytest.fixture
+def small_splits():
+    """Long reductions split from 64 elements a row (or column) on, into segments of 16 or
+    more: the scheduler's split at sizes the simulator runs quickly."""
+    with knobs(Knobs(split_min_extent=64, split_min_extent_col=64, split_min_segment=16)):
+        yield
+
+
+@pytest.fixture
+def small_column_splits():
+    """As small_splits, with segments of 8 or more."""
+    with knobs(Knobs(split_min_extent=64, split_min_extent_col=64, split_min_segment=8)):
+        yield
 
 
 def abs_dev_rows(x):
@@ -104,11 +120,8 @@ def test_a_shared_reduction_is_stored_by_the_first_kernel_that_computes_it(shape
     assert len(nm.jit(min_with_its_odd_columns).lower(x).kernels) == 3
 
 
-def test_long_reductions_over_few_rows_spread_over_blocks(monkeypatch):
+def test_long_reductions_over_few_rows_spread_over_blocks(small_splits):
     """A whole-array sum is split into segments (one block each) and combined after."""
-    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
-    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 64)
-    monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 16)
     x = np.random.default_rng(0).standard_normal((8, 64)).astype(np.float32)
     prog = Program("whole_array", whole_array, None)
     fn = nm.jit(whole_array)
@@ -157,13 +170,10 @@ def test_zero_d_inputs_and_outputs():
 
 
 @pytest.mark.parametrize("offset", [0.0, 1e4])
-def test_split_variance_reads_the_input_once(monkeypatch, offset):
+def test_split_variance_reads_the_input_once(small_splits, offset):
     """x.var() over few rows, split across blocks: one kernel reads x (shifted sums in
     float64), and the result stays within 1e-5 of float64 NumPy even when the data sit far
     from zero (mean / std = 1e4)."""
-    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
-    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 64)
-    monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 16)
     x = (np.random.default_rng(2).standard_normal((256, 8)) + offset).astype(np.float32)
 
     def stats(x):
@@ -182,13 +192,10 @@ def centered_extremes(x):
 
 
 @pytest.mark.parametrize("special", ["none", "nan", "-inf", "+inf", "both infs"])
-def test_split_centered_max_reads_the_input_once(monkeypatch, special):
+def test_split_centered_max_reads_the_input_once(small_splits, special):
     """max/min of x shifted by a reduction of x, split across blocks: one kernel reads x
     (max, min and sum of each segment together), and NaN and inf come out as NumPy's
     (a mean of -inf makes x - mean NaN where x is -inf)."""
-    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
-    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 64)
-    monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 16)
     x = np.random.default_rng(3).standard_normal((256, 8)).astype(np.float32)
     values = {"none": [], "nan": [np.nan], "-inf": [-np.inf], "+inf": [np.inf],
               "both infs": [np.inf, -np.inf]}[special]
@@ -210,19 +217,13 @@ def column_stats(x):
     return x.sum(axis=0), x.var(axis=0), x.max(axis=0), np.min(x, axis=0), x.mean(axis=0)
 
 
-def _split_columns_small(monkeypatch):
-    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT", 64)
-    monkeypatch.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 64)
-    monkeypatch.setattr(schedule, "SPLIT_MIN_SEGMENT", 8)
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.int32])
-def test_columns_over_rows_that_are_not_whole_lines_split_interleaved(monkeypatch, dtype):
+def test_columns_over_rows_that_are_not_whole_lines_split_interleaved(
+        small_column_splits, dtype):
     """384 rows of 7 (28 bytes, not a whole 128-byte line): the column reductions are split
     so that segment s takes rows s, s + 32, ... (32 rows of 7 make whole lines), each block's
     steps then starting lines, and the results are NumPy's (NaN and the extremes in rows
     that fall to different segments)."""
-    _split_columns_small(monkeypatch)
     rng = np.random.default_rng(4)
     x = (rng.standard_normal((384, 7)) * 100).astype(dtype)
     if dtype == np.float32:
@@ -236,10 +237,9 @@ def test_columns_over_rows_that_are_not_whole_lines_split_interleaved(monkeypatc
     assert load and f"    {load.group(1)} = row\n" in first.source
 
 
-def test_columns_over_whole_lines_split_into_runs(monkeypatch):
+def test_columns_over_whole_lines_split_into_runs(small_column_splits):
     """Rows of 32 float32 are whole lines already: segments stay runs of rows (segment s
     takes rows s * 24 to s * 24 + 23), as they were measured."""
-    _split_columns_small(monkeypatch)
     x = np.random.default_rng(5).standard_normal((384, 32)).astype(np.float32)
     fn = nm.jit(column_stats)
     run_and_check(Program("column_stats", column_stats, None), (x,), jitted=fn)

@@ -228,12 +228,12 @@ def test_cluster_option_leaves_rows_that_are_not_split_alone():
 
 
 def test_cluster_refused_before_compute_capability_9(monkeypatch):
-    from numbamr.runtime import launch
+    from numbamr.runtime import grids
     p = BY_NAME["softmax"]
     (k,) = _lowered(nm.jit(split=4, cluster=1)(p.fn), p.make(np.random.default_rng(0), 2, 2048))
-    monkeypatch.setattr(launch, "arch", lambda: (8, 0))
+    monkeypatch.setattr(grids, "arch", lambda: (8, 0))
     with pytest.raises(nm.NumbamrError, match="cluster=1 needs a GPU of compute capability 9.0"):
-        launch._make_cluster(0, k)
+        grids.make_cluster(0, k)
 
 
 @pytest.mark.slow
@@ -516,15 +516,15 @@ class _FakeDriver:
 def test_a_split_larger_than_the_gpu_holds_at_once_is_refused(monkeypatch, per_sm, sms, ok):
     """The blocks of a split row wait for each other: a kernel whose row has more blocks
     than the GPU can hold at once would never finish, so the launcher refuses it."""
-    from numbamr.runtime import cudadriver, launch
+    from numbamr.runtime import cudadriver, grids
     p = BY_NAME["softmax"]
     (k,) = _lowered(nm.jit(split=8)(p.fn), p.make(np.random.default_rng(0), 2, 2048))
     monkeypatch.setattr(cudadriver, "driver", lambda: _FakeDriver(per_sm, sms))
     if ok:
-        launch._check_coresident(0, k)
+        grids.check_coresident(0, k)
     else:
         with pytest.raises(nm.NumbamrError, match="split across 8 blocks.*holds only"):
-            launch._check_coresident(0, k)
+            grids.check_coresident(0, k)
 
 
 @pytest.mark.gpu
@@ -572,15 +572,12 @@ def test_forced_split_keeps_long_reductions_over_few_rows_in_one_kernel(options)
     """Unforced, a whole-array sum and a column variance of a tall array take two kernels
     (segments, then their combine); a forced split asks for one kernel whose rows are split
     across blocks instead, and gets the same results."""
-    from numbamr import schedule
+    from numbamr.experimental import Knobs, knobs
     x = np.random.default_rng(5).standard_normal((2048, 24)).astype(np.float32) + 3
 
     def stats(x):
         return x.sum(), (x - x.mean(axis=0)).var(axis=0), x.max()
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(schedule, "SPLIT_MIN_EXTENT", 1024)
-        mp.setattr(schedule, "SPLIT_MIN_EXTENT_COL", 1024)
-        mp.setattr(schedule, "SPLIT_MIN_SEGMENT", 256)
+    with knobs(Knobs(split_min_extent=1024, split_min_extent_col=1024, split_min_segment=256)):
         assert len(nm.jit(stats).lower(x).kernels) > len(nm.jit(**options)(stats).lower(x).kernels)
         fn = nm.jit(**options)(stats)
         for k in fn.lower(x).kernels:

@@ -20,16 +20,8 @@ MODULE_LINES = 500
 CLASS_LINES = 300       # a class's end_lineno - lineno (mixins count separately)
 # modules and classes over budget, each with its size today as a ceiling: they may shrink
 # (lower the ceiling then, or drop the entry once under budget), never grow
-MODULES_OVER = {
-    "numbamr/jit.py": 687,
-    "numbamr/runtime/intrinsics.py": 596,
-    "numbamr/runtime/launch.py": 627,
-    "numbamr/lowering/emit.py": 767,
-}
-CLASSES_OVER = {
-    "numbamr/jit.py:JitFunction": 325,
-    "numbamr/lowering/emit.py:Emitter": 531,
-}
+MODULES_OVER = {}
+CLASSES_OVER = {}
 
 
 def _sources():

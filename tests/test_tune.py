@@ -121,6 +121,21 @@ def test_a_later_function_reuses_the_choice_without_timing(tuning, monkeypatch):
     assert compiled_layouts == [2 * default_t]      # the stored choice's kernels only
 
 
+def test_a_choice_is_kept_apart_for_other_study_knobs(tuning):
+    """A study knob of the launch (a persistent grid's cap) changes no kernel source but
+    may change the timings: a choice tuned without it is not taken under it."""
+    from numbamr.experimental import Knobs, knobs
+    x = _x()
+    clock = tuning(lambda layout: 1.0 / layout.threads_per_row)
+    nm.jit(softmax, autotune=True)(x)
+    assert len(_tune_files(tuning.dir)) == 1
+    timed = len(clock.timed)
+    with knobs(Knobs(persistent_max_clusters=2)):
+        np.testing.assert_allclose(nm.jit(softmax, autotune=True)(x), softmax64(x),
+                                   rtol=1e-5, atol=1e-7)
+    assert len(_tune_files(tuning.dir)) == 2 and len(clock.timed) > timed
+
+
 def test_the_heuristics_layout_wins_when_it_is_fastest_and_that_is_kept(tuning):
     x = _x()
     default = nm.jit(softmax).lower(x).kernels[0].layout

@@ -83,10 +83,11 @@ def _lower_fresh(kernel, options, simulator, aligned, targets, cc):
 
 
 def _memo_key(kernel, options, simulator, aligned, targets, cc):
+    from ..experimental import current_knobs       # (they steer the linearizer and emitter)
     fingerprint = generic_fingerprint(kernel)
     if fingerprint is None:
         return None
-    return (fingerprint, options, simulator, frozenset(aligned or ()),
+    return (fingerprint, current_knobs(), options, simulator, frozenset(aligned or ()),
             tuple(map(tuple, targets or ())), cc)
 
 

@@ -9,6 +9,7 @@ from dataclasses import replace
 import numpy as np
 
 from ..errors import ArgumentError
+from ..experimental import current_knobs
 from .accesses import (group_accesses, address_step, has_row_independent_loads,
                        many_combines_to_a_value, narrowest_load, pow2_ceil, prefers_col,
                        staged_loads, staged_region_bytes, streamed_passes, unvectorized_kernel,
@@ -201,10 +202,10 @@ WIDE_CLUSTER = {True: (8, 1024), False: (16, 512)}
 
 
 def _wide_cluster(kernel, forced):
-    from ..schedule import SPLIT_MIN_BLOCKS
     writes = writes_rows(kernel)
     dependent = any(r.depth > 0 for r in kernel.reduces)
-    if not writes and not (dependent and kernel.layout_rows < SPLIT_MIN_BLOCKS):
+    few = kernel.layout_rows < current_knobs().split_min_blocks     # the scheduler's "few"
+    if not writes and not (dependent and few):
         return None
     split, threads = WIDE_CLUSTER[writes]
     if not _blocks_fit(forced, threads):

@@ -22,14 +22,30 @@ MAX_ROWS_AHEAD = 4
 class KernelOptions:
     """Layout choices; ``None`` means "let the heuristics choose".
 
+    What a user may want to force (beside ``jit``'s own ``autotune`` and ``dynamic``):
+
     threads_per_row: threads that cooperate on one row (power of two, 1..1024)
     rows_per_block:  rows handled by one thread block
+    layout:          'row' (a row's threads are adjacent: coalesced along rows) or 'col'
+                     (adjacent threads take adjacent rows: coalesced across rows)
+    split:           blocks that share one row (1..32): each holds a segment of
+                     the row and the blocks of a row exchange their partial reductions
+                     through memory, so that rows too long for one block stay on chip;
+                     forced, it also keeps long reductions over few rows (a whole-array sum,
+                     the columns of a tall array) in one kernel, split this way, instead
+                     of the two kernels they would take
+
+    Advanced: options that exist for studies and tests (the fuzzer forces each of them;
+    the autotuner's candidates change ``blocks_per_sm``, ``upcast``, ``unroll`` and
+    ``evict_last`` beside the four above). They are checked and kept working like those,
+    but the heuristics set each from measurements (docs/heuristics.md), per shape, where a
+    forced value holds for every shape the function is called with. Thresholds that are
+    not a kernel's layout are study knobs (``numbamr.experimental.Knobs``).
+
     vector:          most elements per vector (16-byte) load/store; 1 disables vector access
     upcast:          most chunks per thread kept in registers for the whole kernel ("resident"
                      rows: each input read once); 0 never keeps rows resident
     unroll:          chunks per iteration of a loop over a row that is not resident
-    layout:          'row' (a row's threads are adjacent: coalesced along rows) or 'col'
-                     (adjacent threads take adjacent rows: coalesced across rows)
     stage:           most bytes of shared memory per block that may hold the part of a
                      row that does not fit in registers (so the row is still read once);
                      0 never stages
@@ -42,12 +58,6 @@ class KernelOptions:
                      shared memory that no more fit), to keep fewer rows in flight
     min_blocks_per_sm: the compiler keeps registers few enough for this many blocks on
                      one multiprocessor (a launch bound; it may spill to fit)
-    split:           blocks that share one row (1..32): each holds a segment of
-                     the row and the blocks of a row exchange their partial reductions
-                     through memory, so that rows too long for one block stay on chip;
-                     forced, it also keeps long reductions over few rows (a whole-array sum,
-                     the columns of a tall array) in one kernel, split this way, instead
-                     of the two kernels they would take
     cluster:         1 makes the blocks of a split row one thread-block cluster (sm_90 and
                      newer, split <= 16): the hardware starts them together and they send
                      their partials into each other's shared memory; 0 exchanges through

@@ -238,7 +238,7 @@ def _stream_line(src, result_kind, device, stream_obj, given):
     for attr in ("ptr", "cuda_stream"):
         if isinstance(getattr(stream_obj, attr, None), int):
             return f's = kw["stream"].{attr}'
-    from .launch import stream_handle
+    from .callcontext import stream_handle
     src.env["HANDLE"] = stream_handle
     return 's = HANDLE(kw["stream"])'
 

@@ -11,33 +11,11 @@ import warnings
 import numpy as np
 
 from .. import dtypes, settings
-from ..errors import ArgumentError, DTypeError
+from ..errors import DTypeError
 from . import arrays, binary, cudadriver, simmath
-from .callplan import const_slot, fast_key  # noqa: F401 (fast_key: jit's)
+from .callplan import const_slot, fast_key  # noqa: F401 (fast_key: the tests')
 from .compile import code_text, jit_kernel, source_path
-from .device import CLUSTER_ARCH, arch, clusters_available, gpu_count
-
-
-CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES = 8
-CU_DEVICE_ATTRIBUTE_SM_COUNT = 16
-
-
-def allow_dynamic_shared(handle, nbytes):
-    """Raise a kernel's dynamic shared memory limit to ``nbytes`` (static and dynamic shared
-    memory above 48 KB in all must be asked for)."""
-    lib = cudadriver.driver()
-    err = lib.cuFuncSetAttribute(ctypes.c_void_p(int(handle)),
-                                 CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                 ctypes.c_int(nbytes))
-    if err != 0:                        # a CUkernel handle: set it for the current device
-        dev = ctypes.c_int(0)
-        lib.cuCtxGetDevice(ctypes.byref(dev))
-        err = lib.cuKernelSetAttribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                                       ctypes.c_int(nbytes), ctypes.c_void_p(int(handle)),
-                                       dev)
-    if err != 0:
-        raise RuntimeError(f"could not allow {nbytes} bytes of dynamic shared memory "
-                           f"({cudadriver.error_text(err)})")
+from .grids import allow_dynamic_shared, check_coresident, make_cluster, persistent_grid
 
 
 CUDA_ERROR_INVALID_CONTEXT = 201
@@ -143,13 +121,13 @@ class Launcher:
             return
         handle = self._compile(lk)
         if lk.layout.cluster:
-            _make_cluster(handle, lk)
+            make_cluster(handle, lk)
         if lk.layout.persistent:
             if self.shared:
                 allow_dynamic_shared(handle, self.shared)
-            self.grid = _persistent_grid(handle, lk, self.shared)
+            self.grid = persistent_grid(handle, lk, self.shared)
         elif lk.layout.split > 1:
-            _check_coresident(handle, lk)
+            check_coresident(handle, lk)
         self.launch = _DriverLaunch(handle, len(self.params), self.grid, self.block,
                                     self.shared, lk.dependent and (not first or
                                                                    self.grid >= DEPENDENT_GRID))
@@ -230,78 +208,6 @@ def built(lowered, simulator):
 _SIM_BUILT = set()          # code of the kernels run in the simulator so far
 
 
-def _check_coresident(handle, lk):
-    """The blocks of a split row wait for each other: refuse a kernel whose row has more
-    blocks than the GPU holds at once (it would never finish)."""
-    lib = cudadriver.driver()
-    per_sm, dev, sms = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-    err = lib.cuCtxGetDevice(ctypes.byref(dev)) or \
-        lib.cuDeviceGetAttribute(ctypes.byref(sms), CU_DEVICE_ATTRIBUTE_SM_COUNT, dev)
-    if err != 0:
-        raise RuntimeError(f"kernel {lk.name}: could not read the GPU's multiprocessor count "
-                           f"({cudadriver.error_text(err)})")
-    if lib.cuOccupancyMaxActiveBlocksPerMultiprocessor(
-            ctypes.byref(per_sm), ctypes.c_void_p(handle), ctypes.c_int(lk.block),
-            ctypes.c_size_t(lk.program.dynamic_shared)) != 0:
-        per_sm.value = 1        # a handle the query does not take: one block each, surely
-    if per_sm.value * sms.value < lk.layout.split:
-        raise ArgumentError(f"kernel {lk.name}: its rows are split across {lk.layout.split} "
-                            f"blocks that must run at once, but this GPU holds only "
-                            f"{per_sm.value * sms.value} of them: use a smaller split=")
-
-
-CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH = 11      # then HEIGHT 12, DEPTH 13
-CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14
-PORTABLE_CLUSTER = 8
-
-
-def _make_cluster(handle, lk):
-    """Launch ``handle`` in clusters of a split row's blocks (the hardware starts a cluster's
-    blocks together, so they never wait on a block that has not started)."""
-    cc = arch()
-    if not clusters_available(cc):
-        raise ArgumentError(f"kernel {lk.name}: option cluster=1 needs a GPU of compute "
-                            f"capability {'%d.%d' % CLUSTER_ARCH} or newer (this one: "
-                            f"{'none' if cc is None else '%d.%d' % cc})")
-    lib = cudadriver.driver()
-    split = lk.layout.split
-    attrs = [(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)] \
-        if split > PORTABLE_CLUSTER else []
-    attrs += [(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH, split),
-              (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH + 1, 1),
-              (CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH + 2, 1)]
-    for attr, value in attrs:
-        err = lib.cuFuncSetAttribute(ctypes.c_void_p(handle), ctypes.c_int(attr),
-                                     ctypes.c_int(value))
-        if err != 0:
-            raise ArgumentError(f"kernel {lk.name}: the driver refused clusters of {split} "
-                                f"blocks ({cudadriver.error_text(err)} setting attribute "
-                                f"{attr}): use cluster=0 or a smaller split=")
-
-
-CU_OCCUPANCY_QUERY_GRID = 64     # clusters of the launch the occupancy query describes
-# a cap on a persistent kernel's clusters (None: as many as the GPU holds at once); a study
-# knob of bench/variants.py
-PERSISTENT_MAX_CLUSTERS = None
-
-
-def _persistent_grid(handle, lk, shared):
-    """A persistent kernel's grid: as many of its clusters as the GPU holds at once (each
-    loops over its share of the rows), no more than it has rows."""
-    lib = cudadriver.driver()
-    split = lk.layout.split
-    config = cudadriver.LaunchConfig(grid=(split * CU_OCCUPANCY_QUERY_GRID, 1, 1),
-                                     block=(lk.block, 1, 1), shared=shared, nattrs=0)
-    fit = ctypes.c_int()
-    err = lib.cuOccupancyMaxActiveClusters(ctypes.byref(fit), ctypes.c_void_p(handle),
-                                           ctypes.byref(config))
-    if err != 0 or fit.value < 1:
-        why = cudadriver.error_text(err) if err else "none fits"
-        raise ArgumentError(f"kernel {lk.name}: no cluster of its {split} blocks fits on this "
-                            f"GPU ({why}): use persistent=0")
-    return min(fit.value, lk.grid // split, PERSISTENT_MAX_CLUSTERS or fit.value) * split
-
-
 def make_launchers(lowered, simulator):
     return [Launcher(k, simulator, i == 0) for i, k in enumerate(lowered.kernels)]
 
@@ -309,163 +215,7 @@ def make_launchers(lowered, simulator):
 _SIM_LOCK = threading.Lock()
 
 
-class CallContext:
-    """Where a call's arrays live (the simulator, or a GPU's ordinal), which stream it uses,
-    whether the call named that stream, and what kind of arrays it returns."""
-
-    def __init__(self, simulator, result_kind, stream=0, device=0, stream_given=False):
-        self.simulator, self.result_kind, self.stream = simulator, result_kind, stream
-        self.device, self.stream_given = device, stream_given
-
-
-def _current_stream(kind, device):
-    """The current stream of the result's kind (torch's or CuPy's) on ``device``."""
-    if kind == "torch":
-        import torch
-        return torch.cuda.current_stream(device).cuda_stream
-    cp = arrays.cupy_module()
-    if cp is None:
-        return 0
-    try:
-        return cp.cuda.get_current_stream(device).ptr
-    except TypeError:               # a CuPy whose get_current_stream takes no device
-        return cp.cuda.get_current_stream().ptr
-
-
-def stream_handle(stream):
-    """A raw CUstream handle from a CuPy stream, a torch stream, or an int."""
-    if stream is None:
-        return None
-    if isinstance(stream, (int, np.integer)):
-        return int(stream)
-    for attr in ("ptr", "cuda_stream", "handle"):
-        h = getattr(stream, attr, None)
-        if h is not None:
-            return int(h) if not hasattr(h, "value") else int(h.value)
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    raise ArgumentError(f"stream= must be a CuPy stream, a torch stream or a raw handle, got "
-                        f"{type(stream).__name__}")
-
-
-def prepare_leaves(leaves, simulator, stream=None):
-    """Move host arrays to the device when running on a GPU; returns (leaves, context)."""
-    arrs = [leaf for leaf in leaves if leaf.array is not None]
-    kinds = {leaf.array.kind for leaf in arrs}
-    if simulator:
-        for leaf in arrs:
-            if leaf.array.where != arrays.HOST:
-                raise ArgumentError(f"argument {leaf.name!r} is a device array, but kernels run in "
-                                    "numba's CPU simulator (NUMBA_ENABLE_CUDASIM=1): pass NumPy "
-                                    "arrays")
-        return leaves, CallContext(True, "numpy")
-    if gpu_count() == 0:
-        raise ArgumentError("there is no CUDA GPU here: to run the kernels in numba's CPU "
-                            "simulator (NumPy in, NumPy out; small sizes, it is slow), set "
-                            "NUMBA_ENABLE_CUDASIM=1 before numbamr is imported")
-    devices = {leaf.array.device for leaf in arrs if leaf.array.where == arrays.DEVICE}
-    if len(devices) > 1:
-        raise ArgumentError("arrays on different devices: " + ", ".join(
-            f"{leaf.name!r} on device {leaf.array.device}" for leaf in arrs
-            if leaf.array.where == arrays.DEVICE))
-    device = devices.pop() if devices else current_device()
-    result_kind = "numpy" if kinds <= {"numpy"} else ("torch" if "torch" in kinds else "cupy")
-    cp = arrays.cupy_module()
-    with device_scope(device):
-        for leaf in arrs:
-            if leaf.array.where == arrays.HOST:
-                if cp is None:
-                    raise ArgumentError("running on a GPU needs CuPy for NumPy inputs: "
-                                        "pip install cupy-cuda13x")
-                leaf.array = arrays.to_device(leaf.array, cp)
-    s = stream_handle(stream)
-    ctx = CallContext(False, result_kind,
-                      _current_stream(result_kind, device) if s is None else s, device,
-                      s is not None)
-    return leaves, ctx
-
-
-# ---- several GPUs ---------------------------------------------------------------------------
-
-def several_gpus():
-    """Whether this process sees more than one GPU (then every launch checks that its
-    device's context is current)."""
-    return gpu_count() > 1
-
-
-def current_device():
-    """The ordinal of the calling thread's current device (0 on a host with one GPU)."""
-    if not several_gpus():
-        return 0
-    found = cudadriver.current_device()
-    return found[0] if found is not None else 0
-
-
-_PRIMARY = {}
-_CC = {}
-
-
-def primary_context(device):
-    """The primary context of GPU ``device`` (what CuPy, torch and numba use), retained once
-    for the life of the process."""
-    ctx = _PRIMARY.get(device)
-    if ctx is None:
-        lib = cudadriver.driver()
-        handle, dev = ctypes.c_void_p(), ctypes.c_int()
-        err = lib.cuInit(0) or lib.cuDeviceGet(ctypes.byref(dev), device) or \
-            lib.cuDevicePrimaryCtxRetain(ctypes.byref(handle), dev)
-        if err != 0:
-            raise ArgumentError(f"GPU {device}: its context could not be made "
-                                f"({cudadriver.error_text(err)})")
-        ctx = _PRIMARY[device] = handle.value
-    return ctx
-
-
-def device_cc(device):
-    """GPU ``device``'s compute capability (major, minor)."""
-    cc = _CC.get(device)
-    if cc is None:
-        lib = cudadriver.driver()
-        major, minor, dev = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
-        lib.cuInit(0)
-        lib.cuDeviceGet(ctypes.byref(dev), device)
-        lib.cuDeviceGetAttribute(ctypes.byref(major),
-                                 cudadriver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev)
-        lib.cuDeviceGetAttribute(ctypes.byref(minor),
-                                 cudadriver.CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev)
-        cc = _CC[device] = (major.value, minor.value)
-    return cc
-
-
-class device_scope:
-    """Within it, GPU ``device``'s context is current (kernels compiled and loaded there,
-    outputs allocated there, launches made there); the thread's own context is restored
-    after. Nothing is changed on a host with one GPU, or for ``None`` (the simulator)."""
-
-    def __init__(self, device):
-        self.device, self.prev = device, None
-
-    def __enter__(self):
-        if self.device is None or not several_gpus():
-            return self
-        want = primary_context(self.device)
-        prev = cudadriver.current_context().value
-        if prev != want:
-            self.prev = (prev,)
-            _set_context(want)
-        return self
-
-    def __exit__(self, *exc):
-        if self.prev is not None:
-            _set_context(self.prev[0])
-            self.prev = None
-
-
-def _set_context(handle):
-    err = cudadriver.driver().cuCtxSetCurrent(ctypes.c_void_p(handle))
-    if err != 0:
-        raise RuntimeError(f"cuCtxSetCurrent failed with {cudadriver.error_text(err)}")
-
+# ---- a call's outputs, temporaries and launches ---------------------------------------------
 
 def _alloc(ctx, dtype, shape, temp=False):
     if ctx.simulator:

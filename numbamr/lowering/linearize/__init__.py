@@ -36,13 +36,8 @@ from .values import RECIP_SCALE, ValuesMixin, products_added_to
 
 __all__ = ["linearize", "Linearizer", "Instr", "Program", "OPS", "OpInfo", "format_program",
            "const_literal", "exchange_dtype", "identity_literal", "is_arg", "ARG_SENTINEL",
-           "RECIP_SCALE", "UNROLLED_PARTIALS", "PERSISTENT_HOLD_ROWS", "products_added_to",
+           "RECIP_SCALE", "UNROLLED_PARTIALS", "products_added_to",
            "reciprocal_in_range"]
-
-# a persistent cluster keeps its row's input values in registers from the first pass on,
-# so the row's stage is refilled after that pass's barrier, not after the last pass's; a
-# study knob of bench/variants.py, slower (docs/heuristics.md#persistent-registers)
-PERSISTENT_HOLD_ROWS = False
 
 
 class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, CombineMixin,

@@ -1,6 +1,7 @@
 """Persistent clusters: a loop over rows, each row's inputs brought ahead by bulk copy."""
 import numpy as np
 
+from ...experimental import current_knobs
 from ..accesses import column_loads, row_loads
 from .chunks import Chunk
 from .program import Instr
@@ -52,9 +53,8 @@ class PersistentRowsMixin:
         """After a pass of a persistent cluster: its values that depend on the row are read
         again from the row's stage by the next pass, not kept in registers (which hold
         the weights)."""
-        from . import PERSISTENT_HOLD_ROWS      # the package's: bench/variants.py sets it
         keep = {w.id for w in self.weight_loads}
-        if PERSISTENT_HOLD_ROWS:
+        if current_knobs().persistent_hold_rows:    # docs/heuristics.md#persistent-registers
             keep |= set(self.row_stage)
         for key in [k for k in self.elem_memo if k[1] == g.id and k[0] not in keep]:
             del self.elem_memo[key]
