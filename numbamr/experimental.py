@@ -6,9 +6,9 @@ a block of code runs under another with ``with knobs(Knobs(split_min_blocks=128)
 Knobs in force is a context variable (each thread and each asyncio task has its own; a
 thread started inside the block, such as a dask worker's, starts with the default) and is
 read when a call compiles: it is part of the signature's key, so a call under other Knobs
-never reuses kernels compiled under these, and a kernel whose code a knob changes has
-other code, hence another entry in the disk cache. The default Knobs lowers exactly what
-numbamr lowers without this module.
+never reuses kernels compiled under these (the disk cache is keyed by a kernel's code,
+which a knob of the code changes). The default Knobs holds numbamr's own
+choices: outside every ``knobs`` block the kernels are the ones the heuristics choose.
 """
 import contextlib
 import contextvars
