@@ -189,3 +189,39 @@ def _broadcast(shapes):
             return None
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
+
+
+class FactsCache:
+    """The facts of output nodes, each found once per node while one function is scheduled
+    (a node's facts depend on it alone: hash-consed nodes are the same node wherever met;
+    ``layouts`` must place every buffer it reads, the same way each time)."""
+
+    def __init__(self, generic=False):
+        self.generic = generic
+        self._facts = {}            # id(node) -> (node, OutputFacts); the node keeps the id
+        self.evaluations = 0        # outputs evaluated (probes and evaluations at rows)
+
+    def of(self, node, layouts):
+        hit = self._facts.get(id(node))
+        if hit is None:
+            self.evaluations += 1
+            hit = self._facts[id(node)] = (node, probe_output(node, layouts))
+        return hit[1]
+
+    def in_rows(self, node, layouts):
+        facts = self.of(node, layouts)
+        if facts.in_rows is None and facts.reads_reduces and not facts.nested:
+            self.evaluations += 1
+        return nested_in_rows(facts, layouts, self.generic)
+
+    def plan_rows(self, nodes, layouts):
+        return plan_rows([self.of(n, layouts) for n in nodes])
+
+    def fit_one_kernel(self, nodes, layouts):
+        """Can one kernel compute ``nodes``: none has a nested reduction, their rows agree,
+        and none has a reduction nested once laid over them?"""
+        if any(self.of(n, layouts).nested for n in nodes):
+            return False
+        if self.plan_rows(nodes, layouts).problem:
+            return False
+        return not any(self.in_rows(n, layouts) for n in nodes)
