@@ -41,7 +41,7 @@ DEFAULT_VARIANTS = [
 # in registers (numbamr.lowering.linearize), how they are launched and the size of their
 # bulk copies (numbamr.lowering.emit)
 STUDY_KNOBS = {"sched_min_extent": "schedule.SPLIT_MIN_EXTENT",
-               "sched_min_blocks": "schedule.SPLIT_MIN_BLOCKS",
+               "sched_min_blocks": "lowering.heuristics.SPLIT_MIN_BLOCKS",
                "sched_min_extent_col": "schedule.SPLIT_MIN_EXTENT_COL",
                "sched_target_blocks": "schedule.SPLIT_TARGET_BLOCKS",
                "sched_col_line": "schedule.COL_LINE",

@@ -17,13 +17,15 @@ import numpy as np
 
 from .errors import FusionError, VerifyError
 from .graph import format_graph, toposort
+from .lowering import heuristics
 from .lowering.fusion import FactsCache
 from .lowering.kernel import build_kernel
 from .ops import Op, ReduceKind
 from .split_rules import SplitContext, one_pass
 
 SPLIT_KINDS = {ReduceKind.SUM, ReduceKind.MAX, ReduceKind.MIN, ReduceKind.PROD}
-SPLIT_MIN_BLOCKS = 264          # reductions that would fill fewer blocks than this (2 per SM)
+# reductions that would fill fewer blocks than heuristics.SPLIT_MIN_BLOCKS (2 per SM; the
+# layout's threshold for rows too few to fill the GPU, where it takes wide clusters) ...
 SPLIT_MIN_EXTENT = 1 << 14      # ... and reduce at least this many elements a row are split
 SPLIT_MIN_EXTENT_COL = 1 << 13  # columns: 8192 x 8192 column variance measured 11% faster
 #                                 split in four on the H200 (bench/RESULTS.md)
@@ -131,7 +133,7 @@ class Scheduler:
         contiguous = src.ndim - 1 in axes
         blocks = rows if contiguous else -(-rows // COL_ROWS_PER_BLOCK)
         least = SPLIT_MIN_EXTENT if contiguous else SPLIT_MIN_EXTENT_COL
-        if kind not in SPLIT_KINDS or blocks >= SPLIT_MIN_BLOCKS or extent < least:
+        if kind not in SPLIT_KINDS or blocks >= heuristics.SPLIT_MIN_BLOCKS or extent < least:
             return 1, False
         most = -(-SPLIT_TARGET_BLOCKS // blocks)
         if not contiguous and rows % COL_LINE:

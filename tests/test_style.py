@@ -23,7 +23,7 @@ CLASS_LINES = 300       # a class's end_lineno - lineno (mixins count separately
 MODULES_OVER = {
     "numbamr/jit.py": 687,
     "numbamr/runtime/intrinsics.py": 596,
-    "numbamr/runtime/launch.py": 627,
+    "numbamr/runtime/launch.py": 611,
     "numbamr/lowering/emit.py": 767,
 }
 CLASSES_OVER = {

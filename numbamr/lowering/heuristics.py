@@ -193,6 +193,10 @@ def _resident_split(kernel, forced, split):
     return trial if p.resident and not p.staged else None
 
 
+# rows too few to fill the GPU: fewer blocks than this (2 a multiprocessor of the H200); the
+# scheduler splits a long reduction over so few rows across blocks (numbamr.schedule)
+SPLIT_MIN_BLOCKS = 2 * PROFILE.sms
+
 # rows longer than 16 segments of SPLIT_SEGMENT (up to 262144 float32) held in one cluster
 # all the same, 32 values a thread: 8 blocks of 1024 threads for a kernel that writes rows,
 # 16 of 512 for one that writes a value per row from reduces that depend on one another,
@@ -201,7 +205,6 @@ WIDE_CLUSTER = {True: (8, 1024), False: (16, 512)}
 
 
 def _wide_cluster(kernel, forced):
-    from ..schedule import SPLIT_MIN_BLOCKS
     writes = writes_rows(kernel)
     dependent = any(r.depth > 0 for r in kernel.reduces)
     if not writes and not (dependent and kernel.layout_rows < SPLIT_MIN_BLOCKS):

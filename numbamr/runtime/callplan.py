@@ -233,7 +233,6 @@ def _stream_line(src, result_kind, device, stream_obj, given):
     for attr in ("ptr", "cuda_stream"):
         if isinstance(getattr(stream_obj, attr, None), int):
             return f's = kw["stream"].{attr}'
-    from .launch import stream_handle
     src.env["HANDLE"] = stream_handle
     return 's = HANDLE(kw["stream"])'
 
@@ -410,3 +409,19 @@ def set_current(context):
     err = cudadriver.driver().cuCtxSetCurrent(ctypes.c_void_p(context))
     if err != 0:
         raise RuntimeError(f"cuCtxSetCurrent failed with {cudadriver.error_text(err)}")
+
+
+def stream_handle(stream):
+    """A raw CUstream handle from a CuPy stream, a torch stream, or an int."""
+    if stream is None:
+        return None
+    if isinstance(stream, (int, np.integer)):
+        return int(stream)
+    for attr in ("ptr", "cuda_stream", "handle"):
+        h = getattr(stream, attr, None)
+        if h is not None:
+            return int(h) if not hasattr(h, "value") else int(h.value)
+    if hasattr(stream, "__cuda_stream__"):
+        return int(stream.__cuda_stream__()[1])
+    raise ArgumentError(f"stream= must be a CuPy stream, a torch stream or a raw handle, got "
+                        f"{type(stream).__name__}")

@@ -13,7 +13,7 @@ import numpy as np
 from .. import dtypes, settings
 from ..errors import ArgumentError, DTypeError
 from . import arrays, binary, cudadriver, simmath
-from .callplan import const_slot, fast_key  # noqa: F401 (fast_key: jit's)
+from .callplan import const_slot, fast_key, stream_handle  # noqa: F401 (fast_key: jit's)
 from .compile import code_text, jit_kernel, source_path
 from .device import CLUSTER_ARCH, arch, clusters_available, gpu_count
 
@@ -330,22 +330,6 @@ def _current_stream(kind, device):
         return cp.cuda.get_current_stream(device).ptr
     except TypeError:               # a CuPy whose get_current_stream takes no device
         return cp.cuda.get_current_stream().ptr
-
-
-def stream_handle(stream):
-    """A raw CUstream handle from a CuPy stream, a torch stream, or an int."""
-    if stream is None:
-        return None
-    if isinstance(stream, (int, np.integer)):
-        return int(stream)
-    for attr in ("ptr", "cuda_stream", "handle"):
-        h = getattr(stream, attr, None)
-        if h is not None:
-            return int(h) if not hasattr(h, "value") else int(h.value)
-    if hasattr(stream, "__cuda_stream__"):
-        return int(stream.__cuda_stream__()[1])
-    raise ArgumentError(f"stream= must be a CuPy stream, a torch stream or a raw handle, got "
-                        f"{type(stream).__name__}")
 
 
 def prepare_leaves(leaves, simulator, stream=None):
