@@ -236,8 +236,6 @@ class Scheduler:
         for node in nested:
             before = self.with_buffers(nodes)
             node = self.with_buffers([node])[0]     # as read once the ones before are buffers
-            if node.op is Op.BUFFER:
-                continue
             self.materialize(node)
             buffer = self.buffers[id(node)]
             foreseen = self.rebuild(before, lambda n, srcs: buffer if n is node else None)
@@ -248,9 +246,10 @@ class Scheduler:
         """Kernels computing ``nodes`` (already split), earlier kernels first.
 
         The facts of each output say what to materialize: first the reductions nested in
-        another reduction (the first output's with any, all of them), then, where the outputs'
-        rows agree, one that is nested once laid over the rows. A materialization changes the
-        outputs that read it, whose facts are then found again; the others keep theirs."""
+        another reduction (all of the first output's with any), then, where the outputs'
+        rows agree, one that is nested once laid over the rows (materializing it may change
+        the rows of the output it was an instance of). A materialization changes the outputs
+        that read it, whose facts are then found again; the others keep theirs."""
         while True:
             current = self.with_buffers(nodes)
             facts = [self.facts.of(n, self.layouts) for n in current]
