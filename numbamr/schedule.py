@@ -1,9 +1,10 @@
 """Schedule: which outputs are computed by which kernel, and what goes through memory.
 
-Start from one kernel for all outputs. When the kernel analysis finds a reduction nested in
-another loop (``FusionError.node``), that reduction is *materialized*: computed by an earlier
-kernel into a temporary buffer, and read back as a ``BUFFER`` leaf. Outputs whose reductions
-leave different row shapes go to separate kernels, as few as possible.
+Start from one kernel for all outputs. Where the kernel analysis finds a reduction nested in
+another loop (``lowering.fusion``: the facts of each output, found without building a
+kernel), that reduction is *materialized*: computed by an earlier kernel into a temporary
+buffer, and read back as a ``BUFFER`` leaf. Outputs whose reductions leave different row
+shapes go to separate kernels, as few as possible. Each kernel decided on is built once.
 
 Before that, long reductions over few rows (a whole-array ``x.sum()``) are split: the reduced
 axes become (segments, segment length), each segment is reduced by its own block into a
@@ -14,11 +15,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import FusionError
+from .errors import FusionError, VerifyError
 from .experimental import current_knobs
 from .graph import format_graph, toposort
+from .lowering.fusion import FactsCache
 from .lowering.kernel import build_kernel
 from .ops import Op, ReduceKind
+from .split_rules import SplitContext, one_pass
 
 SPLIT_KINDS = {ReduceKind.SUM, ReduceKind.MAX, ReduceKind.MIN, ReduceKind.PROD}
 # the thresholds of the split (blocks, extents, segments, column lines) are study knobs:
@@ -31,7 +34,7 @@ class KernelGroup:
     name: str
     outputs: list          # graph nodes computed by this kernel
     targets: list          # per output: ('out', user output index) or ('tmp', temp name)
-    kernel: object         # lowering.kernel.Kernel
+    kernel: object = None  # lowering.kernel.Kernel, built once the schedule is final
 
 
 @dataclass
@@ -50,9 +53,11 @@ def c_strides(shape):
 
 
 class Scheduler:
-    def __init__(self, graph, layouts, name, arg_names, out_layouts=None, generic=False):
+    def __init__(self, graph, layouts, name, arg_names, out_layouts=None, generic=False,
+                 facts=None):
         self.graph, self.name, self.arg_names = graph, name, dict(arg_names)
         self.generic = generic          # kernels generic in their row count
+        self.facts = facts or FactsCache(generic)     # per output node, shared by rounds
         self.layouts = dict(layouts)
         self.out_layouts = out_layouts or {}      # user output index -> (strides, offset)
         self.groups, self.temps = [], []
@@ -127,16 +132,18 @@ class Scheduler:
                 return lines, True
         return _segments(extent, most), False
 
-    def _split(self, n, srcs):
+    def _split(self, n, srcs, rebuilt=None):
+        """Rule of the rebuild that splits long reductions: ``n`` as traced, ``srcs`` its
+        sources as rebuilt. ``rebuilt`` maps a traced node to what it became (a reduction a
+        one-pass rule makes is its own: ``_split_made``)."""
         if n.op is not Op.REDUCE:
             return None
         src = srcs[0]
         segments, interleaved = self._segments_for(n, src)
         if segments < 2:
             return None
-        rewritten = self._shifted_variance(n, src)
-        if rewritten is None:
-            rewritten = self._monotone_extremes(n, src)
+        rewritten = one_pass(n, SplitContext(self.graph, rebuilt or self.rebuilt,
+                                             self._split_made))
         if rewritten is not None:
             return rewritten
         kind, axes = n.arg
@@ -161,72 +168,9 @@ class Scheduler:
         outer = g.node(Op.REDUCE, n.dtype, outer_shape, (inner,), (kind, (seg_axis,)), n.loc)
         return g.node(Op.RESHAPE, n.dtype, n.shape, (outer,), n.shape, n.loc)
 
-    def _shifted_variance(self, n, src):
-        """sum((a - sum(a)/N)**2), split across blocks, in one pass over ``a``.
-
-        Two passes would read ``a`` twice. With K = a's first element along the reduced
-        axes, sum((a-K)**2) - sum(a-K)**2/N is the same quantity; summed in float64 its
-        rounding error is about 1e-16 * ((K - mean)/std)**2 of the result, negligible unless
-        K sits 10**5 standard deviations from the mean. float64 inputs keep two passes.
-        """
-        kind, axes = n.arg
-        a = _variance_input(n, n.srcs[0])          # matched on the graph as traced
-        if a is None or kind is not ReduceKind.SUM or a.dtype != np.float32:
-            return None
-        a = self.rebuilt(a)
-        g, f64 = self.graph, np.dtype(np.float64)
-        count = int(np.prod([a.shape[ax] for ax in axes], dtype=np.int64))
-        kshape = tuple(1 if i in axes else s for i, s in enumerate(a.shape))
-        k = g.node(Op.SHRINK, a.dtype, kshape, (a,),
-                   (tuple(0 for _ in a.shape), tuple(1 for _ in a.shape)), n.loc)
-        k = g.node(Op.EXPAND, a.dtype, a.shape, (k,), a.shape, n.loc)
-        diff = g.node(Op.SUB, a.dtype, a.shape, (a, k), None, n.loc)
-        y = g.node(Op.CAST, f64, a.shape, (diff,), f64, n.loc)
-        s1 = g.node(Op.REDUCE, f64, kshape, (y,), (ReduceKind.SUM, axes), n.loc)
-        yy = g.node(Op.MUL, f64, a.shape, (y, y), None, n.loc)
-        s2 = g.node(Op.REDUCE, f64, kshape, (yy,), (ReduceKind.SUM, axes), n.loc)
-        s1, s2 = (self._split(r, r.srcs) or r for r in (s1, s2))
-        sq = g.node(Op.MUL, f64, kshape, (s1, s1), None, n.loc)
-        c = g.node(Op.CONST, f64, kshape, (), float(count), n.loc)
-        num = g.node(Op.SUB, f64, kshape, (s2, g.node(Op.DIV, f64, kshape, (sq, c), None,
-                                                      n.loc)), None, n.loc)
-        zero = g.node(Op.CONST, f64, kshape, (), 0.0, n.loc)
-        num = g.node(Op.MAX, f64, kshape, (num, zero), None, n.loc)    # never below 0
-        return g.node(Op.CAST, n.dtype, n.shape, (num,), n.dtype, n.loc)
-
-    def _monotone_extremes(self, n, src):
-        """max/min of ``x + c``, ``x - c``, ``c - x`` or ``-x``, with ``c`` the same all along
-        the reduced axes, from max(x) and min(x): one pass over ``x`` instead of two when
-        ``c`` is itself a reduction of ``x`` (``(x - x.mean()).max()``).
-
-        Exact: adding a fixed ``c`` and rounding is monotone in ``x``, so the extreme of
-        f(x) is f at an extreme of x. Taking the NaN-propagating max/min of f(max x) and
-        f(min x) also gives NaN exactly when some f(x_i) is NaN (x_i NaN, or x_i = -c
-        infinite, which is then max x or min x). Integers are left alone (they wrap).
-        """
-        kind, axes = n.arg
-        if kind not in (ReduceKind.MAX, ReduceKind.MIN) or src.dtype.kind != "f" or \
-                src.op not in (Op.ADD, Op.SUB, Op.NEG):
-            return None
-        uniform = [_uniform_along(s, axes) for s in src.srcs]
-        if src.op is Op.NEG:
-            varying = 0
-        elif uniform[1] and not uniform[0]:
-            varying = 0
-        elif uniform[0] and not uniform[1]:
-            varying = 1
-        else:
-            return None
-        g, x = self.graph, src.srcs[varying]
-        extremes = []
-        for k in (ReduceKind.MAX, ReduceKind.MIN):
-            r = g.node(Op.REDUCE, n.dtype, n.shape, (x,), (k, axes), n.loc)
-            r = self._split(r, r.srcs) or r
-            operands = [r if i == varying else _at_shape(g, s, n.shape)
-                        for i, s in enumerate(src.srcs)]
-            extremes.append(g.node(src.op, n.dtype, n.shape, tuple(operands), src.arg, n.loc))
-        pick = Op.MAX if kind is ReduceKind.MAX else Op.MIN
-        return g.node(pick, n.dtype, n.shape, tuple(extremes), None, n.loc)
+    def _split_made(self, r):
+        """A reduction made by a one-pass rule, split in its turn."""
+        return self._split(r, r.srcs, lambda node: node) or r
 
     def _permute(self, x, perm):
         perm = tuple(perm)
@@ -248,9 +192,20 @@ class Scheduler:
         return [self.out_layouts.get(t[1], (c_strides(n.shape), 0)) if t[0] == "out"
                 else (c_strides(n.shape), 0) for n, t in zip(nodes, targets)]
 
-    def build(self, nodes, targets):
-        return build_kernel(nodes, self.layouts, self.store_layouts(nodes, targets),
-                            self.kernel_name(), self.arg_names, self.generic)
+    def build(self, group):
+        """``group``'s kernel, which the facts say one kernel can compute."""
+        facts = [self.facts.of(n, self.layouts) for n in group.outputs]
+        try:
+            group.kernel = build_kernel(group.outputs, self.layouts,
+                                        self.store_layouts(group.outputs, group.targets),
+                                        group.name, self.arg_names, self.generic, facts)
+        except FusionError as e:
+            raise VerifyError(f"kernel {group.name}: the fusion facts said its outputs fit one "
+                              f"kernel, but building it failed: {e.plain_message}") from e
+        return group.kernel
+
+    def fits(self, nodes):
+        return self.facts.fit_one_kernel(nodes, self.layouts)
 
     def materialize(self, node):
         name = f"t{len(self.temps)}"
@@ -261,100 +216,82 @@ class Scheduler:
         self.buffers[id(node)] = self.graph.node(Op.BUFFER, node.dtype, node.shape, (), name,
                                                  node.loc)
 
+    def materialize_each(self, nested, nodes):
+        """Materialize ``nested``, the reductions of the last of ``nodes`` met nested (the
+        outputs before it have none), in the order the analysis met them. The facts foresaw
+        what each one does to ``nodes``: it becomes a buffer wherever it is read. Where a
+        materialization changes them otherwise (its kernel materialized another reduction they
+        read; a buffer stands for a node it was under, which is then built anew), the list
+        ends there and the caller asks for the facts again."""
+        for node in nested:
+            before = self.with_buffers(nodes)
+            node = self.with_buffers([node])[0]     # as read once the ones before are buffers
+            self.materialize(node)
+            buffer = self.buffers[id(node)]
+            foreseen = self.rebuild(before, lambda n, srcs: buffer if n is node else None)
+            if self.with_buffers(nodes) != foreseen:
+                return
+
     def schedule(self, nodes, targets):
-        """Kernels computing ``nodes`` (already split), earlier kernels first."""
+        """Kernels computing ``nodes`` (already split), earlier kernels first.
+
+        The facts of each output say what to materialize: first the reductions nested in
+        another reduction (all of the first output's with any), then, where the outputs'
+        rows agree, one that is nested once laid over the rows (materializing it may change
+        the rows of the output it was an instance of). A materialization changes the outputs
+        that read it, whose facts are then found again; the others keep theirs."""
         while True:
             current = self.with_buffers(nodes)
-            try:
-                kernel = self.build(current, targets)
-            except FusionError as e:
-                if e.node is not None and id(e.node) not in self.buffers:
-                    self.materialize(e.node)
-                    continue
+            facts = [self.facts.of(n, self.layouts) for n in current]
+            first = next((i for i, f in enumerate(facts) if f.nested), None)
+            if first is not None:
+                self.materialize_each(facts[first].nested, nodes[:first + 1])
+                continue
+            plan = self.facts.plan_rows(current, self.layouts)
+            if plan.problem:
                 if len(nodes) > 1:
-                    self.schedule_apart(nodes, targets)
+                    self.schedule_apart(nodes, targets, current)
                     return
-                raise
-            self.groups.append(KernelGroup(kernel.name, current, list(targets), kernel))
+                raise plan.error()
+            in_rows = [self.facts.in_rows(n, self.layouts) for n in current]
+            first = next((i for i, r in enumerate(in_rows) if r), None)
+            if first is not None:
+                self.materialize_each(in_rows[first][:1], nodes[:first + 1])
+                continue
+            self.groups.append(KernelGroup(self.kernel_name(), current, list(targets)))
             return
 
-    def schedule_apart(self, nodes, targets):
+    def schedule_apart(self, nodes, targets, current):
         """Outputs that cannot share a kernel: as few groups as first-fit finds."""
         buckets = []
-        for n, t in zip(nodes, targets):
+        for n, c, t in zip(nodes, current, targets):
             for b in buckets:
-                try:
-                    self.build(self.with_buffers(b[0] + [n]), b[1] + [t])
-                except FusionError:
-                    continue
-                b[0].append(n)
-                b[1].append(t)
-                break
+                if self.fits(b[2] + [c]):
+                    b[0].append(n)
+                    b[1].append(t)
+                    b[2].append(c)
+                    break
             else:
-                buckets.append(([n], [t]))
+                buckets.append(([n], [t], [c]))
         if len(buckets) == 1:
             raise FusionError("these outputs cannot be computed by one kernel",
                               nodes[0].loc)
-        for b_nodes, b_targets in buckets:
+        for b_nodes, b_targets, _ in buckets:
             self.schedule(b_nodes, b_targets)
-
-
-def _variance_input(n, src):
-    """``a`` when ``n`` is sum((a - e)**2) over its axes with e = sum(a)/N broadcast back
-    (the second pass of a variance), else None."""
-    if src.op is not Op.MUL or src.srcs[0] is not src.srcs[1]:
-        return None
-    d = src.srcs[0]
-    if d.op is not Op.SUB or d.srcs[1].op is not Op.EXPAND:
-        return None
-    a, m = d.srcs[0], d.srcs[1].srcs[0]
-    if m.op is not Op.DIV or m.srcs[1].op is not Op.CONST:
-        return None
-    r1 = m.srcs[0]
-    axes = n.arg[1]
-    count = int(np.prod([a.shape[ax] for ax in axes], dtype=np.int64))
-    if r1.op is not Op.REDUCE or r1.arg != (ReduceKind.SUM, axes) or r1.srcs[0] is not a or \
-            m.srcs[1].arg != count or m.shape != n.shape:
-        return None
-    return a
-
-
-def _uniform_along(node, axes):
-    """Whether ``node`` has one value all along ``axes`` (a constant, or broadcast there)."""
-    if node.op is Op.CONST:
-        return True
-    return node.op is Op.EXPAND and node.srcs[0].ndim == node.ndim and \
-        all(node.srcs[0].shape[a] == 1 for a in axes)
-
-
-def _at_shape(g, node, shape):
-    """A node uniform along some axes (see _uniform_along), at the reduced ``shape``."""
-    if node.op is Op.CONST:
-        return g.node(Op.CONST, node.dtype, shape, (), node.arg, node.loc)
-    src = node.srcs[0]
-    if src.shape == tuple(shape):
-        return src
-    return g.node(Op.EXPAND, src.dtype, shape, (src,), tuple(shape), node.loc)
 
 
 def merge_groups(s):
     """Fewer kernels: move each kernel into the earliest one it can share a launch with (it
-    reads nothing that kernel or a later one writes, and one analysis covers both)."""
+    reads nothing that kernel or a later one writes, and one kernel can compute both)."""
     merged = []
     for g in s.groups:
         reads = {n.arg for n in toposort(g.outputs) if n.op is Op.BUFFER}
         written_by = {t[1]: i for i, m in enumerate(merged) for t in m.targets if t[0] == "tmp"}
         first = max((written_by[r] + 1 for r in reads if r in written_by), default=0)
         for m in merged[first:]:
-            try:
-                kernel = build_kernel(m.outputs + g.outputs, s.layouts,
-                                      s.store_layouts(m.outputs + g.outputs,
-                                                      m.targets + g.targets),
-                                      m.name, s.arg_names, s.generic)
-            except FusionError:
-                continue
-            m.outputs, m.targets, m.kernel = m.outputs + g.outputs, m.targets + g.targets, kernel
-            break
+            if s.fits(m.outputs + g.outputs):
+                m.outputs, m.targets = m.outputs + g.outputs, m.targets + g.targets
+                break
         else:
             merged.append(g)
     return merged
@@ -376,7 +313,7 @@ def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip
 
     ``split_long``: split long reductions over few rows into kernels (off where the rows are
     to be split across blocks within a kernel, as a forced ``split`` asks).
-    ``generic``: kernels generic in their row count (see ``lowering.kernel.GENERIC_ROWS``);
+    ``generic``: kernels generic in their row count (see ``lowering.fusion.GENERIC_ROWS``);
     their reductions are never split by row count, which such a kernel does not know.
 
     ``on_chip(kernel)``: whether the lowering keeps ``kernel``'s rows on chip by splitting
@@ -386,7 +323,7 @@ def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip
     that depends on another (softmax, layernorm at 128 x 65536 on the H200: 1369 and
     1940 GB/s as kernels, 3211 and 2883 as one, bench/RESULTS.md)."""
     targets = [("out", i) for i in range(len(outputs))]
-    setup = (layouts, name, arg_names, out_layouts, generic)
+    setup = (layouts, name, arg_names, out_layouts, generic, FactsCache(generic))
     s = Scheduler(graph, *setup)
     split = s.split_long_reductions(outputs) if split_long and not generic else outputs
     if on_chip is not None and any(a is not b for a, b in zip(split, outputs)):
@@ -396,7 +333,7 @@ def schedule(graph, outputs, layouts, name, arg_names, out_layouts=None, on_chip
         except FusionError:         # the split graph may still go: try that below
             whole.groups = []
         groups = merge_groups(whole)
-        if len(groups) == 1 and on_chip(groups[0].kernel):
+        if len(groups) == 1 and on_chip(whole.build(groups[0])):
             return groups, whole.temps
     return _schedule_once_each(graph, split, targets, setup)
 
@@ -417,6 +354,8 @@ def _schedule_once_each(graph, split, targets, setup):
         if not again:
             for n in first:
                 groups = _fold_into_first_reader(s, groups, s.buffers[id(n)].arg)
+            for g in groups:
+                s.build(g)
             return groups, s.temps
         first = sorted(first + again, key=lambda n: n.id)    # sources before users
 
@@ -437,12 +376,9 @@ def _fold_into_first_reader(s, groups, name):
         outputs = s.rebuild(reader.outputs, lambda n, srcs: value if n.op is Op.BUFFER and
                             n.arg == name else None) + [value]
         targets = reader.targets + [("tmp", name)]
-        try:
-            kernel = build_kernel(outputs, s.layouts, s.store_layouts(outputs, targets),
-                                  reader.name, s.arg_names, s.generic)
-        except FusionError:
+        if not s.fits(outputs):
             return groups
-        folded = KernelGroup(reader.name, outputs, targets, kernel)
+        folded = KernelGroup(reader.name, outputs, targets)
         return groups[:own] + groups[own + 1:i] + [folded] + groups[i + 1:]
     return groups
 

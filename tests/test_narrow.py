@@ -106,7 +106,7 @@ def test_only_ranges_inside_int32_are_narrowed():
     is not, and a value of unknown range is clamped to one past the position's ends."""
     from numbamr.ops import Op
     from numbamr.lowering import symbolic as sym
-    from numbamr.lowering.kernel import ValBuilder
+    from numbamr.lowering.evaluate import ValBuilder
     from numbamr.lowering.narrow import narrow_compare, int_bounds
     vb, i64 = ValBuilder(), np.dtype(np.int64)
     q, row = sym.var("q", 100), sym.var("row", 50)

@@ -239,7 +239,7 @@ def test_range_facts_hold_for_every_value_including_the_extremes():
     subnormals, the largest finite, infinities, NaN): where ``ranges`` says a value is
     nonnegative, at least the smallest normal, or a divisor in range, every value computed
     by NumPy in float32 is so (or NaN)."""
-    from numbamr.lowering.kernel import ValBuilder
+    from numbamr.lowering.evaluate import ValBuilder
     from numbamr.lowering import ranges
     tiny, big, _ = RECIP_SCALE[np.dtype(np.float32)]
     x, y = np.meshgrid(_SPECIALS, _SPECIALS)

@@ -6,6 +6,7 @@ import pytest
 
 import numbamr as nm
 import numbamr.schedule as schedule
+import programs
 from numbamr.experimental import Knobs, knobs
 from programs import Program
 from helpers import run_and_check
@@ -270,3 +271,60 @@ def test_columns_of_odd_width_split_interleaved_on_gpu(shape):
     fn = nm.jit(column_stats)
     assert fn.lower(x).kernels[0].kernel.nrows == 32 * shape[1]
     run_and_check(Program("column_stats", column_stats, None), (x,), jitted=fn)
+
+
+# ---- the schedule comes from the fusion facts; each kernel is built once -------------------
+
+def _whole_sum(x):
+    return x.sum()
+
+
+BUILT_ONCE = [programs.softmax, programs.layernorm, programs.variance, programs.logsumexp,
+              programs.sum_and_max, _whole_sum]
+
+
+@pytest.mark.parametrize("fn", BUILT_ONCE, ids=lambda f: f.__name__)
+@pytest.mark.parametrize("shape", [(64, 512), (8, 65536), (1, 1 << 20)], ids=str)
+@pytest.mark.parametrize("target", ["sim", "sm_90"])
+def test_each_kernel_is_built_once(monkeypatch, fn, shape, target):
+    """The scheduler decides from the kernel analysis' facts and builds every kernel it keeps
+    once: at most one build more than kernels (the unsplit graph, built to ask whether one
+    kernel holding the rows on chip would compute everything), where partitioning by trial
+    took up to 13 builds for 4 kernels (softmax over one row of 2**20)."""
+    builds = []
+    real = schedule.build_kernel
+    monkeypatch.setattr(schedule, "build_kernel",
+                        lambda *a, **k: builds.append(1) or real(*a, **k))
+    x = np.zeros(shape, np.float32)
+    args = (x, x[0], x[0]) if fn is programs.layernorm else (x,)
+    kernels = nm.jit(fn).lower(*args, target=target).kernels
+    assert len(builds) <= len(kernels) + 1
+
+
+def test_the_fusion_facts_say_what_one_kernel_holds():
+    """For every catalogue program and each set of its outputs (each alone, and all),
+    lowering.fusion's facts say one kernel fits exactly where building one succeeds."""
+    from numbamr.errors import FusionError
+    from numbamr.graph import verify_graph
+    from numbamr.lowering.fusion import FactsCache
+    from numbamr.lowering.kernel import build_kernel
+    from numbamr.trace import trace
+    import programs as catalogue
+    checked = {True: 0, False: 0}
+    for prog in catalogue.PROGRAMS + [Program(f.__name__, f, None) for f, _ in MULTI]:
+        inputs = prog.make(np.random.default_rng(0), 4, 9) if prog.make else \
+            (np.zeros((4, 9), np.float32),)
+        specs = [("array", (a.shape, a.dtype)) for a in inputs]
+        _, outputs, _ = trace(lambda vals: prog.fn(*vals), specs)
+        verify_graph(outputs)
+        layouts = {i: (schedule.c_strides(a.shape), 0) for i, a in enumerate(inputs)}
+        facts = FactsCache()
+        for nodes in [[o] for o in outputs] + [list(outputs)]:
+            try:
+                build_kernel(nodes, layouts, [(schedule.c_strides(n.shape), 0) for n in nodes])
+                built = True
+            except FusionError:
+                built = False
+            assert facts.fit_one_kernel(nodes, layouts) == built, (prog.name, nodes)
+            checked[built] += 1
+    assert checked[True] and checked[False]

@@ -6,7 +6,7 @@ vectors can be, whether the kernel writes whole rows, how many passes its rows t
 import numpy as np
 
 from ..ops import Op
-from .kernel import walk
+from .evaluate import walk
 from .options import segments_filled
 from . import symbolic as sym
 

@@ -14,7 +14,7 @@ import numbers
 import numpy as np
 
 from . import symbolic as sym
-from .kernel import ReduceInstance, walk
+from .evaluate import ReduceInstance, walk
 
 
 class _Unspellable(Exception):

@@ -16,6 +16,7 @@ with a multi-value accumulator:
 from dataclasses import dataclass
 
 from ..ops import Op, ReduceKind
+from ..rewrite import P, Same, OneOf, Rewrite, rewrite
 
 
 @dataclass(frozen=True)
@@ -25,33 +26,29 @@ class Fusion:
     second: object     # ReduceInstance B (its value comes out of A's accumulators)
 
 
-def _is_red(val, inst):
-    return val.op is Op.REDUCED and val.arg is inst
+def _reduced(kind):
+    """A reduce result of ``kind``, bound as ``a`` (its ReduceInstance read in the body)."""
+    return P(Op.REDUCED, name="a", where=lambda v, b: v.arg.kind is kind)
 
 
-def _match_var(a, b, n):
-    """b.body == d * d with d == a.body - a / n ?"""
-    body = b.body
-    if body.op is not Op.MUL or body.srcs[0] is not body.srcs[1]:
-        return False
-    d = body.srcs[0]
-    if d.op is not Op.SUB or d.srcs[0] is not a.body:
-        return False
-    m = d.srcs[1]
-    if m.op is Op.DIV and _is_red(m.srcs[0], a) and m.srcs[1].op is Op.CONST:
-        return m.srcs[1].arg == n
-    if m.op is Op.MUL and _is_red(m.srcs[0], a) and m.srcs[1].op is Op.CONST:
-        return abs(m.srcs[1].arg * n - 1) < 1e-12
-    return False
+def _body_of_a(v, b):
+    return v is b["a"].arg.body
 
 
-def _match_lse(a, b):
-    """b.body == exp(a.body - a) ?"""
-    body = b.body
-    if body.op is not Op.EXP:
-        return False
-    d = body.srcs[0]
-    return d.op is Op.SUB and d.srcs[0] is a.body and _is_red(d.srcs[1], a)
+# b.body == d * d with d == a.body - a / n (or a * (1 / n)), n the reduced extent
+_MEAN_OF_A = OneOf(
+    P(Op.DIV, _reduced(ReduceKind.SUM), P(Op.CONST, name="n"),
+      where=lambda v, b: b["n"].arg == b["a"].arg.group.extent),
+    P(Op.MUL, _reduced(ReduceKind.SUM), P(Op.CONST, name="inv"),
+      where=lambda v, b: abs(b["inv"].arg * b["a"].arg.group.extent - 1) < 1e-12))
+WELFORD = P(Op.MUL, P(Op.SUB, P(name="x"), _MEAN_OF_A, name="d"), Same("d"),
+            where=lambda v, b: _body_of_a(b["x"], b))
+# b.body == exp(a.body - a)
+LSE = P(Op.EXP, P(Op.SUB, P(name="x"), _reduced(ReduceKind.MAX)),
+        where=lambda v, b: _body_of_a(b["x"], b))
+
+RULES = [Rewrite("welford", WELFORD, lambda b, second: Fusion("welford", b["a"].arg, second)),
+         Rewrite("lse", LSE, lambda b, second: Fusion("lse", b["a"].arg, second))]
 
 
 def _cast_from_integers(val):
@@ -86,11 +83,9 @@ def find_fusions(kernel, layout):
             if a.body.dtype.kind != "f" or _cast_from_integers(a.body) or \
                     not _worth_fusing(layout, a.group.id):
                 continue
-            if a.kind is ReduceKind.SUM and _match_var(a, b, a.group.extent):
-                out.append(Fusion("welford", a, b))
-            elif a.kind is ReduceKind.MAX and _match_lse(a, b):
-                out.append(Fusion("lse", a, b))
-            else:
+            fusion = rewrite(RULES, b.body, b)
+            if fusion is None:
                 continue
+            out.append(fusion)
             used |= {a.id, b.id}
     return out

@@ -16,6 +16,7 @@ import numpy as np
 from . import arrays, cudadriver
 from ..dtypes import static_key
 from ..errors import ArgumentError
+from .callcontext import stream_handle
 
 # ---- keys --------------------------------------------------------------------------------
 
@@ -238,7 +239,6 @@ def _stream_line(src, result_kind, device, stream_obj, given):
     for attr in ("ptr", "cuda_stream"):
         if isinstance(getattr(stream_obj, attr, None), int):
             return f's = kw["stream"].{attr}'
-    from .callcontext import stream_handle
     src.env["HANDLE"] = stream_handle
     return 's = HANDLE(kw["stream"])'
 

@@ -20,7 +20,7 @@ block combines, split rows' exchanges), ``persistent`` (a persistent cluster's r
 instructions and the table of their ops.
 """
 from ...ops import Op
-from ..kernel import walk
+from ..evaluate import walk
 from ..heuristics import occupancy_shared
 from ..ranges import reciprocal_in_range
 from .chunks import ChunksMixin

@@ -2,7 +2,7 @@
 import numpy as np
 
 from ...ops import Op, ReduceKind
-from ..kernel import walk
+from ..evaluate import walk
 from .literals import ARG_SENTINEL, const_literal, identity_literal, is_arg, memory_dtype
 
 WIDE_PRODUCTS = {np.dtype(np.float16), np.dtype(np.float32)}   # multiplied out in float64

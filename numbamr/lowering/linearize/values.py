@@ -2,7 +2,7 @@
 import numpy as np
 
 from ...ops import Op
-from ..kernel import BY_RECIPROCAL, walk
+from ..evaluate import BY_RECIPROCAL, walk
 from .literals import const_literal
 from .names import value_name
 
