@@ -6,6 +6,11 @@ torch.compile and Liger's Triton kernels (where liger_kernel is installed).
     python bench/models.py --quick                       # one cell an op
     python bench/models.py --cells rmsnorm:8x2048x4096:bf16,softmax:64x151936:f32
     python bench/models.py --simulator                   # no GPU: each op at a tiny shape
+    python bench/models.py --cells bnstats:262144x256:f32 --impls numbamr \
+        --variants "sched_target_blocks=8192;threads_per_row=256"   # forced layouts beside
+
+A variant (``bench/variants.py``'s syntax: kernel options and study knobs) is one more
+numbamr column, named by its text; its calls, the timed ones too, run under its Knobs.
 
 Every op computes in float32 and rounds its row outputs once to the input's dtype; its
 statistics (layernorm's mean and rstd, logsumexp, the per-token loss, batch-norm mean and
@@ -306,22 +311,33 @@ class Impl:
 
 
 class Numbamr(Impl):
-    def __init__(self):
-        super().__init__("numbamr", np_ops())
+    """numbamr with its heuristics, or under one variant (forced options and study Knobs)."""
+
+    def __init__(self, variant=""):
+        super().__init__(f"numbamr[{variant}]" if variant else "numbamr", np_ops())
+        self.variant = variant
 
     def prepare(self, op, args):
         import numbamr as nm
-        jf = nm.jit(self.ops[op])
-        self.kernels = len(jf.lower(*args).kernels)
-        return lambda: jf(*args)
+        from variants import parse
+        opts, knobs = parse(self.variant)
+        jf = nm.jit(**opts)(self.ops[op])
+        with nm.experimental.knobs(knobs):
+            self.kernels = len(jf.lower(*args).kernels)
+
+        def call():
+            with nm.experimental.knobs(knobs):
+                return jf(*args)
+        return call if self.variant else (lambda: jf(*args))
 
 
-def impls(names):
+def impls(names, variants=()):
     import torch  # noqa: F401   (the peers, and every array, are torch's)
     made = {"numbamr": Numbamr, "torch": lambda: Impl("torch eager", torch_ops()),
             "torch.compile": lambda: Impl("torch.compile", torch_ops(), compiled=True),
             "liger": lambda: Impl("liger", liger_ops())}
     out = [made[n]() for n in names]
+    out[1:1] = [Numbamr(v) for v in variants if v]
     return [i for i in out if i.ops]        # no liger column without liger_kernel
 
 
@@ -384,7 +400,7 @@ def run_cell(op, shape, dtype, peers, rng, log):
                 continue
             t = run.timeit(call)
             row[impl.name] = (nbytes / t / 1e9, t)
-            if isinstance(impl, Numbamr):
+            if impl.name == "numbamr":
                 row["kernels"] = impl.kernels
             if nbytes < SMALL_BYTES and impl.name in ("numbamr", "torch.compile"):
                 row[impl.name + " gpu"] = gpu_time(call)
@@ -473,6 +489,9 @@ def main(argv=None):
     ap.add_argument("--ops", help="only these ops (comma-separated)")
     ap.add_argument("--impls", default="numbamr,torch,torch.compile,liger")
     ap.add_argument("--out", default=os.path.join(HERE, "RESULTS_models.md"))
+    ap.add_argument("--variants", default="",
+                    help="numbamr columns under forced options / study knobs, ';'-separated "
+                         "(bench/variants.py's syntax)")
     ap.add_argument("--simulator", action="store_true",
                     help="no GPU: run each op of the cells at a tiny shape in numba's "
                          "simulator and check it against float64 NumPy")
@@ -493,7 +512,7 @@ def main(argv=None):
         os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
         return 1 if simulate(cells, log) else 0
     import torch
-    peers = impls(args.impls.split(","))
+    peers = impls(args.impls.split(","), args.variants.split(";"))
     device = torch.cuda.get_device_name()
     ceiling = run.copy_ceiling()
     log(f"copy ceiling {ceiling:.0f} GB/s on {device}")
