@@ -161,12 +161,27 @@ def _auto_split(kernel, forced, layout, clusters=False):
     if wide:
         return wide
     if plan.resident and not plan.staged:
-        return None
+        return _half_row_split(kernel, forced, layout, clusters)
     if streamed_passes(kernel, layout)[g.id] <= 1 and not plan.staged:
         return None
     if split < 2 or split > MAX_SPLIT:
         return None
     return _fullest_split(kernel, _split_threads(forced), least, split)
+
+
+def _half_row_split(kernel, forced, layout, clusters):
+    """Half-precision rows that a block holds more than 32 values a thread (16384 to 32768
+    elements) halved across a cluster of two blocks, each holding at most 32: a block
+    moves half the bytes of a float32 row of the same registers, so one block a
+    multiprocessor leaves memory idle (docs/heuristics.md#half-rows). None otherwise."""
+    plan = layout.groups[0]
+    if not clusters or not writes_rows(kernel) or narrowest_load(kernel) > 2 or \
+            plan.chunks * plan.vector <= 32 or layout.rows_per_block != 1:
+        return None
+    halved = _resident_split(kernel, forced, 2)
+    if halved is None or halved.groups[0].chunks * halved.groups[0].vector > 32:
+        return None
+    return halved
 
 
 def _fullest_split(kernel, forced, least, most):
@@ -230,7 +245,8 @@ def _threads_per_row(kernel, forced, layout, extent, simulator):
     if layout == "col":         # enough warps in flight: up to 32 threads down each column
         t = 1 if extent <= 1 else min(4 if simulator else 32, pow2_ceil(-(-extent // 64)))
         if not simulator and forced.rows_per_block is None:
-            t = _col_threads(t, kernel.layout_rows)
+            t = _col_threads(_few_columns_threads(t, extent, kernel.layout_rows),
+                             kernel.layout_rows)
         return t
     # about 64 bytes of each input per thread: 16 float32, 32 float16; 8 values where a
     # kernel writes rows of 512 or more and no access is a vector (rows of odd length):
@@ -395,6 +411,16 @@ def _col_unroll(kernel, g):
 
 
 COL_THREADS = PROFILE.sms * THREADS_PER_SM     # threads of a column layout's grid: one wave
+
+
+def _few_columns_threads(t, extent, nrows):
+    """Columns too few for a quarter of a wave at ``t`` threads each (the combine of a
+    split column reduction: 256 columns of 128 partials) take up to 32 threads down each
+    column, at least 4 positions a thread: such a kernel is all latency
+    (docs/heuristics.md#few-columns)."""
+    if nrows * t * 4 > COL_THREADS:
+        return t
+    return max(t, min(32, pow2_ceil(-(-extent // 4))))
 
 
 def _col_threads(t, nrows):
