@@ -427,11 +427,17 @@ def test_rows_of_up_to_16384_written_whole_take_512_threads(name, columns):
     assert all(plan.resident and plan.chunks * plan.vector <= 32 for plan in k.layout.groups)
 
 
-@pytest.mark.parametrize("name,threads", [("variance", 512), ("logsumexp", 512)])
-def test_odd_rows_to_a_value_take_512_threads(name, threads):
+@pytest.mark.parametrize("name", ["variance", "logsumexp", "softmax", "layernorm"])
+def test_odd_rows_with_edges_take_the_layout_of_aligned_rows(name):
+    """Rows of 8193 are read in the vectors of rows of 8192 (an aligned body, scalar edges:
+    docs/heuristics.md#row-edges), so they take the same threads, vectors and chunks."""
     p = BY_NAME[name]
-    (k,) = lower_for_gpu(p.fn, _tall(p, 4096, 8193)).kernels
-    assert k.layout.threads_per_row == threads
+    (odd,) = lower_for_gpu(p.fn, _tall(p, 4096, 8193)).kernels
+    (even,) = lower_for_gpu(p.fn, _tall(p, 4096, 8192)).kernels
+    assert all(plan.edges for plan in odd.layout.groups)
+    assert odd.layout.threads_per_row == even.layout.threads_per_row
+    assert [(a.vector, a.chunks, a.resident) for a in odd.layout.groups] == \
+        [(b.vector, b.chunks, b.resident) for b in even.layout.groups]
 
 
 @pytest.mark.parametrize("name,threads", [("layernorm", 128), ("rmsnorm", 128),
@@ -454,9 +460,13 @@ def test_odd_rows_under_512_keep_16_values_a_thread():
 
 
 def test_odd_rows_of_three_reduces_stay_in_registers():
-    """Sum, max and min of rows of 8193 (no vector access): 512 threads, and not halved to
-    256 (33 values a thread would no longer be held in registers)."""
+    """Sum, max and min of rows of 8193: the aligned body of 8192 held as rows of 8192 are
+    (all 32 values a thread in registers), the one position left over in the edge chunk."""
     p = BY_NAME["sum_max_min"]
     (k,) = lower_for_gpu(p.fn, _tall(p, 4096, 8193)).kernels
-    assert k.layout.threads_per_row == 512
-    assert all(plan.resident for plan in k.layout.groups)
+    (even,) = lower_for_gpu(p.fn, _tall(p, 4096, 8192)).kernels
+    assert k.layout.threads_per_row == even.layout.threads_per_row
+    assert all(plan.resident and plan.edges and plan.chunks * plan.vector <= 32
+               for plan in k.layout.groups)
+
+

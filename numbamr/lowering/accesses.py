@@ -39,7 +39,9 @@ def contiguous_in(addr, var):
     return addr.coef(var) == 1
 
 
-def vector_width(kernel, group, forced, split=1):
+def natural_width(kernel, group, forced):
+    """Elements a vector access of ``group`` may take, before the row's length is asked
+    (1: no access moves along the group contiguously)."""
     acc = group_accesses(kernel, group)
     vec = [dt for dt, a in acc if contiguous_in(a, group.var)]
     if not vec:
@@ -49,13 +51,53 @@ def vector_width(kernel, group, forced, split=1):
     narrow = min((np.dtype(dt).itemsize for dt in vec if np.dtype(dt).kind != "b"), default=16)
     wide = max(np.dtype(dt).itemsize for dt, _ in acc)
     width = max(1, min(16 // narrow, 16 // wide))
-    if forced is not None:
-        width = min(width, forced)
+    return width if forced is None else max(1, min(width, forced))
+
+
+def vector_width(kernel, group, forced, split=1):
+    """Elements a vector access of ``group`` takes where its rows are walked in whole
+    vectors: the natural width, halved until it divides the row."""
+    width = natural_width(kernel, group, forced)
     # whole vectors a row; a split row's segments of whole vectors leave no block empty
     while width > 1 and (group.extent % width or
                          segments_filled(group.extent, split, width) < split):
         width //= 2
-    return max(1, width)
+    return width
+
+
+EDGE_MIN_EXTENT = 1024      # rows shorter than this are walked in whole (narrower) vectors
+
+
+def edge_anchor(kernel, group):
+    """The index, less the group's position, of the contiguous access that a row with
+    edges aligns its vectors to: the first one that moves with the row (else the first)."""
+    rests = [a.substitute({group.var: sym.lift(0)}) for _, a in group_accesses(kernel, group)
+             if contiguous_in(a, group.var)]
+    moving = [r for r in rests if kernel.row in r.vars()]
+    return (moving or rests)[0]
+
+
+def edges_fit(kernel, group, width, split=1):
+    """Can rows of ``group`` whose length ``width`` does not divide be walked as an aligned
+    body of whole vectors plus scalar edges (the head before the first 16-byte boundary,
+    the tail after the last)? Each contiguous access's index must depend on the row
+    alone beside the position, and the body's segments must leave no block empty
+    (docs/heuristics.md#row-edges)."""
+    n = group.extent
+    if width < 2 or n % width == 0 or n < EDGE_MIN_EXTENT:
+        return False
+    for _, a in group_accesses(kernel, group):
+        if contiguous_in(a, group.var) and \
+                not a.substitute({group.var: sym.lift(0)}).vars() <= {kernel.row}:
+            return False
+    return segments_filled(n - n % width, split, width) == split
+
+
+def edge_positions(n, width):
+    """The most positions of a row of ``n`` outside its aligned body: the head (at most
+    width - 1) and the tail."""
+    least_body = max(0, (n - (width - 1)) // width * width)
+    return n - least_body
 
 
 def address_step(addr, var, other):
@@ -101,8 +143,9 @@ def many_combines_to_a_value(kernel):
 
 def unvectorized_kernel(kernel):
     """Is every loop group of ``kernel`` read and written one element an access?"""
-    return bool(kernel.groups) and all(vector_width(kernel, g, None) == 1
-                                       for g in kernel.groups)
+    return bool(kernel.groups) and all(
+        vector_width(kernel, g, None) == 1 and
+        not edges_fit(kernel, g, natural_width(kernel, g, None)) for g in kernel.groups)
 
 
 def loads_along(kernel, g):

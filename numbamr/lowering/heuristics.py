@@ -10,8 +10,9 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..experimental import current_knobs
-from .accesses import (group_accesses, address_step, has_row_independent_loads,
-                       many_combines_to_a_value, narrowest_load, pow2_ceil, prefers_col,
+from .accesses import (group_accesses, address_step, edge_positions, edges_fit,
+                       has_row_independent_loads, many_combines_to_a_value, narrowest_load,
+                       natural_width, pow2_ceil, prefers_col,
                        staged_loads, staged_region_bytes, streamed_passes, unvectorized_kernel,
                        vector_width, whole_segments, writes_rows)
 from .options import (MAX_SPLIT, GroupPlan, KernelOptions, Layout, segment_length,
@@ -136,8 +137,8 @@ def _check_splittable(kernel, split):
 
 def _check_segments(kernel, layout, split):
     g = kernel.groups[0]
-    v = layout.groups[g.id].vector
-    used = segments_filled(g.extent, split, v)
+    plan = layout.groups[g.id]
+    used = segments_filled(plan.body(g.extent), split, plan.vector)
     if g.extent and used < split:       # (rows of nothing: every block holds the identity)
         raise ArgumentError(f"option split={split}: rows of {g.extent} fill only {used} "
                             f"segments of {layout.segment(g)} elements; the other blocks "
@@ -231,7 +232,8 @@ def _wide_cluster(kernel, forced):
 # ---- the layout of rows and columns --------------------------------------------------------
 def _choose_layout(kernel, forced, simulator, split=1):
     layout = forced.layout or ("col" if prefers_col(kernel) else "row")
-    extent = max((segment_length(g.extent, split) for g in kernel.groups), default=1)
+    extent = max((segment_length(_vector_body(kernel, g, forced, layout, split), split)
+                  for g in kernel.groups), default=1)
     t = _threads_per_row(kernel, forced, layout, extent, simulator)
     rb = _rows_per_block(kernel, forced, layout, t, split, simulator)
     plans = tuple(_group_plan(kernel, g, forced, layout, t, split, simulator)
@@ -285,17 +287,39 @@ def _rows_per_block(kernel, forced, layout, t, split, simulator):
 
 def _group_plan(kernel, g, forced, layout, t, split, simulator):
     """Resident (in registers) when few enough chunks a thread, else streamed."""
-    v = vector_width(kernel, g, 1 if layout == "col" else forced.vector, split)
-    need = -(-segment_length(g.extent, split, v) // (t * v))
+    v, edges = _row_vectors(kernel, g, forced, layout, t, split)
+    body = GroupPlan(v, 1, True, edges=edges).body(g.extent)
+    need = -(-segment_length(body, split, v) // (t * v))
     if forced.upcast is not None:
         resident = need <= forced.upcast
     else:       # keep at most 32 values per thread and array in registers
         resident = need * v <= (16 if simulator else 32)
     if resident:
-        return GroupPlan(v, need, True)
+        return GroupPlan(v, need, True, edges=edges)
     unroll = forced.unroll if forced.unroll is not None else \
         2 if simulator else _col_unroll(kernel, g) if layout == "col" else 4
-    return GroupPlan(v, max(1, min(unroll, need)), False)
+    return GroupPlan(v, max(1, min(unroll, need)), False, edges=edges)
+
+
+def _vector_body(kernel, g, forced, layout, split):
+    """The positions of ``g``'s rows that its vectors cover where they are walked with
+    edges (the threads a row are chosen for those), else the row's length."""
+    natural = natural_width(kernel, g, forced.vector)
+    if layout == "row" and edges_fit(kernel, g, natural, split):
+        return g.extent - g.extent % natural
+    return g.extent
+
+
+def _row_vectors(kernel, g, forced, layout, t, split):
+    """(vector width, edges) of group ``g``: rows of a row layout whose length the natural
+    width does not divide keep that width over an aligned body, with scalar edges, where
+    the row's threads can take every edge position at once
+    (docs/heuristics.md#row-edges); else the width is halved until it divides the row."""
+    if layout == "row":
+        natural = natural_width(kernel, g, forced.vector)
+        if t >= edge_positions(g.extent, natural) and edges_fit(kernel, g, natural, split):
+            return natural, True
+    return vector_width(kernel, g, 1 if layout == "col" else forced.vector, split), False
 
 
 def _second_choice(kernel, forced, simulator, result):
@@ -371,13 +395,13 @@ def _staged_layout(kernel, layout, forced, simulator):
     for g, p in zip(kernel.groups, layout.groups):
         need = -(-layout.segment(g) // (t * p.vector))
         if need * p.vector <= in_regs:
-            plans.append(GroupPlan(p.vector, need, True))
+            plans.append(replace(p, chunks=need, resident=True))
             continue
         reg_chunks = max(1, in_regs // p.vector)
         staged = need - reg_chunks
         loads = staged_loads(kernel, g)
         total += sum(staged_region_bytes(staged, t, p.vector, w.dtype) for w in loads)
-        plans.append(GroupPlan(p.vector, need, True, staged))
+        plans.append(replace(p, chunks=need, resident=True, staged=staged))
     if total > budget:
         return None
     return Layout(t, 1, "row", tuple(plans), split=layout.split)

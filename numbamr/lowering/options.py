@@ -159,6 +159,13 @@ class GroupPlan:
     chunks: int        # resident: chunks per thread covering the extent; streaming: unroll
     resident: bool
     staged: int = 0    # resident: how many of the last chunks live in shared memory
+    # rows whose length V does not divide: the vectors cover an aligned body (its start
+    # shifted per row to the 16-byte boundary), scalar chunks the head and tail beside it
+    edges: bool = False
+
+    def body(self, extent):
+        """The most positions of a row of ``extent`` that this plan's vectors cover."""
+        return extent - extent % self.vector if self.edges else extent
 
 
 @dataclass(frozen=True)
@@ -181,7 +188,8 @@ class Layout:
     def segment(self, group):
         """The extent one block covers of ``group`` (a split row's last segments may end
         sooner, with the row)."""
-        return segment_length(group.extent, self.split, self.groups[group.id].vector)
+        plan = self.groups[group.id]
+        return segment_length(plan.body(group.extent), self.split, plan.vector)
 
     @property
     def block_threads(self):

@@ -32,8 +32,8 @@ class LoadsMixin:
                      dtype=val.dtype)
             return out
         got = self.memory_load(val, ch, v)           # first pass: load, keep a copy
-        width = self.L.groups[ch.group.id].vector
-        vector = width > 1 and self.vectorizable(val.arg[1], ch.group, ("in", val.arg[0]),
+        width = ch.width
+        vector = width > 1 and self.vectorizable(val.arg[1], ch, ("in", val.arg[0]),
                                                  val.dtype)
         names = [self.elem_memo.get((val.id, ch.group.id, ch.u, i), got)
                  for i in range(width)] if vector else [got]
@@ -48,10 +48,10 @@ class LoadsMixin:
         pos, addr = val.arg
         buf = self.buf[("in", pos)]
         base = self.k.inputs[pos][1]
-        if ch is not None and self.vectorizable(addr, ch.group, ("in", pos), val.dtype):
+        if ch is not None and self.vectorizable(addr, ch, ("in", pos), val.dtype):
             if v != 0:          # the vector load of this chunk made it already
                 return self.elem_memo[(val.id, ch.group.id, ch.u, v)]
-            width = self.L.groups[ch.group.id].vector
+            width = ch.width
             text, names = self.address(addr, ch, 0)
             outs = [self.names.new(f"{base}_{ch.qvar}_{i}") for i in range(width)]
             mask = (ch.mask,) if ch.mask else ()
@@ -88,8 +88,12 @@ class LoadsMixin:
         """The value a store of ``name`` (of ``dtype``) writes, of memory_dtype(dtype)."""
         return self.cast(name, dtype, memory_dtype(dtype))
 
-    def vectorizable(self, addr, g, buf, dtype):
-        width = self.L.groups[g.id].vector
+    def vectorizable(self, addr, ch, buf, dtype):
+        """Can chunk ``ch``'s positions of ``addr`` be one vector access? Where every
+        chunk starts on a vector boundary of the access: its index less the position a
+        multiple of the width, or on a row with edges, the same as the anchor's modulo
+        the width (the head brings the anchor to a boundary)."""
+        g, width = ch.group, ch.width
         if width == 1 or addr.coef(g.var) != 1:
             return False
         if self.aligned is not None and buf not in self.aligned:
@@ -97,6 +101,9 @@ class LoadsMixin:
         if width * np.dtype(dtype).itemsize > 32:
             return False
         rest = addr.substitute({g.var: sym.lift(0)})
+        head = self.edges.get(g.id)
+        if head:
+            rest = rest - head[0]
         return rest.const % width == 0 and all(c % width == 0 for _, c in rest.terms)
 
     def address(self, expr, ch, v):

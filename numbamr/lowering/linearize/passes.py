@@ -46,7 +46,7 @@ class PassesMixin:
             batched = batchable and ch.whole
             updates = []
             for r in insts:
-                vals = [self.elem_value(r.body, ch, v) for v in range(plan.vector)]
+                vals = [self.elem_value(r.body, ch, v) for v in range(ch.width)]
                 if r.id in self.fused_first:
                     pending[r.id] += vals
                     if not batched or ch.u == plan.chunks - 1:
@@ -61,7 +61,7 @@ class PassesMixin:
             if early and len(seen) == plan.chunks:     # after the row's last chunk is loaded
                 for c in seen:
                     for val in early:
-                        for v in range(plan.vector):
+                        for v in range(c.width):
                             self.elem_value(val, c, v)
             if ch.mask and updates:
                 self.add("IF", srcs=(ch.mask,), arg=ch.mask)
@@ -136,7 +136,6 @@ class PassesMixin:
         self.add("ENDIF", arg=cond)
 
     def store_pass(self, g, stores):
-        plan = self.L.groups[g.id]
         self.add("COMMENT", arg=f"outputs over {g.var.name} {g.dims}")
         self.prerender([s.value for s in stores])
         for ch in self.chunks(g):
@@ -144,13 +143,13 @@ class PassesMixin:
             for s in stores:
                 vals = [self._stored(self.cast(self.elem_value(s.value, ch, v), s.value.dtype,
                                                s.dtype), s.dtype)
-                        for v in range(plan.vector)]
+                        for v in range(ch.width)]
                 writes.append((s, vals))
             if ch.mask:
                 self.add("IF", srcs=(ch.mask,), arg=ch.mask)
             for s, vals in writes:
                 buf, dt = self.buf[("out", s.output)], memory_dtype(s.dtype)
-                if self.vectorizable(s.addr, g, ("out", s.output), s.dtype):
+                if self.vectorizable(s.addr, ch, ("out", s.output), s.dtype):
                     text, names = self.address(s.addr, ch, 0)
                     self.add("VSTORE", (), (buf,) + tuple(vals) + names, arg=(text, len(vals)),
                              dtype=dt)

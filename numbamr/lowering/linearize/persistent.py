@@ -42,7 +42,7 @@ class PersistentRowsMixin:
             self.add("INDEX", (q,), ("seg_base", ql), arg=f"seg_base + {ql}")
             self.resident_q[(g.id, u)] = (q, None)
             self.local_q[(g.id, u)] = ql
-            ch = Chunk(g, u, q, None, whole=True)
+            ch = Chunk(g, u, q, None, plan.vector, whole=True)
             for w in self.weight_loads:
                 for v in range(plan.vector):
                     self.elem_value(w, ch, v)

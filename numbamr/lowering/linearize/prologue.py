@@ -1,7 +1,7 @@
 """The prologue: parameters, thread and row indices, split segments, shared memory."""
 import numpy as np
 
-from ..accesses import staged_loads, staged_region_bytes
+from ..accesses import edge_anchor, edge_positions, staged_loads, staged_region_bytes
 from .literals import exchange_dtype
 
 
@@ -41,8 +41,11 @@ class PrologueMixin:
                 self.add("INDEX", ("tile",), ("bid",), arg=f"bid // {L.split}")
                 self.add("INDEX", ("row",), ("tile", "rib"),
                          arg=f"tile * {rb} + rib" if rb > 1 else "tile")
+            self.row_edges()
             self.add("INDEX", ("seg",), ("bid",), arg=f"bid % {L.split}")
-            self.add("INDEX", ("seg_base",), ("seg",), arg=f"seg * {seg_len}")
+            head = self.edges.get(k.groups[0].id)
+            self.add("INDEX", ("seg_base",), ("seg",) + ((head[1],) if head else ()),
+                     arg=f"{head[1]} + seg * {seg_len}" if head else f"seg * {seg_len}")
             self.names.used |= {"tile", "seg", "seg_base"}
             self.segment_end(k.groups[0], seg_len)
         elif nrows is not None and k.generic:
@@ -54,6 +57,8 @@ class PrologueMixin:
         else:
             self.add("INDEX", ("row",), ("bid", "rib"), arg=f"bid * {rb} + rib")
         self.names.used |= {"tid", "bid", "lane", "rib", "row"}
+        if L.split == 1:
+            self.row_edges()
         self.row_mask = None
         if not k.generic and k.nrows % rb:
             self.add("INDEX", ("row_ok",), ("row",), arg=f"row < {k.nrows}")
@@ -76,24 +81,53 @@ class PrologueMixin:
         self.params.append((name, "rows", np.dtype(np.int64), None))
         return name
 
+    def row_edges(self):
+        """Name, for each loop group walked as an aligned body with edges, where the row's
+        body starts (``hd``: the head's length, which brings the anchor access to a vector
+        boundary) and ends (``hm``, at most ``extent``; the tail lies past it)."""
+        self.edges = {}
+        for g in self.k.groups:
+            plan = self.L.groups[g.id]
+            if not plan.edges:
+                continue
+            w, n = plan.vector, g.extent
+            anchor = edge_anchor(self.k, g)
+            names = tuple(sorted(x.name for x in anchor.vars()))
+            hd, hm = self.names.new(f"head{g.id}"), self.names.new(f"body_end{g.id}")
+            self.add("INDEX", (hd,), names,
+                     arg=f"(-({anchor.render(lambda x: x.name)})) & {w - 1}")
+            self.add("INDEX", (hm,), (hd,), arg=f"{n} - ({n} - {hd}) % {w}")
+            self.edges[g.id] = (anchor, hd, hm)
+
     def segment_end(self, g, seg_len):
         """A split row's segments are alike but the last, which ends with the row (sooner);
         ``self.inside`` is what every block holds. Where a block's chunks reach past that,
-        positions are masked by ``seg_end``, where its own segment ends."""
+        positions are masked by ``seg_end``, where its own segment ends (a row with edges:
+        its body's end, which moves with the row)."""
         plan = self.L.groups[g.id]
-        last = g.extent - (self.L.split - 1) * seg_len
-        self.inside = min(seg_len, last)
+        head = self.edges.get(g.id)
+        shortest = g.extent - edge_positions(g.extent, plan.vector) if head else g.extent
+        last = plan.body(g.extent) - (self.L.split - 1) * seg_len
+        self.inside = max(0, min(seg_len, shortest - (self.L.split - 1) * seg_len))
         per_pass = self.L.threads_per_row * plan.vector * plan.chunks
         if not per_pass or -(-seg_len // per_pass) * per_pass <= self.inside:
             return      # (rows of nothing hold no chunks)
         end = f"seg_base + {seg_len}"
-        self.add("INDEX", ("seg_end",), ("seg_base",),
-                 arg=end if last == seg_len else f"min({end}, {g.extent})")
+        if head:
+            self.add("INDEX", ("seg_end",), ("seg_base", head[2]), arg=f"min({end}, {head[2]})")
+        else:
+            self.add("INDEX", ("seg_end",), ("seg_base",),
+                     arg=end if last == seg_len else f"min({end}, {g.extent})")
         self.names.used.add("seg_end")
 
     def limits(self, g):
         """(positions of ``g`` that every block holds, what a position is masked against)."""
-        return (self.inside, "seg_end") if self.L.split > 1 else (g.extent, g.extent)
+        if self.L.split > 1:
+            return self.inside, "seg_end"
+        head = self.edges.get(g.id)
+        if head:
+            return g.extent - edge_positions(g.extent, self.L.groups[g.id].vector), head[2]
+        return g.extent, g.extent
 
     def declare_exchange(self):
         """Parameters of a split row's exchange: ``xpart`` holds each block's partial of
