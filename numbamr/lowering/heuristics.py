@@ -163,7 +163,12 @@ def _auto_split(kernel, forced, layout, clusters=False):
         return wide
     if plan.resident and not plan.staged:
         return _half_row_split(kernel, forced, layout, clusters)
-    if streamed_passes(kernel, layout)[g.id] <= 1 and not plan.staged:
+    few = clusters and forced.cluster != 0 and split <= MAX_CLUSTER and \
+        kernel.layout_rows < current_knobs().split_min_blocks
+    if streamed_passes(kernel, layout)[g.id] <= 1 and not plan.staged and not few:
+        # rows read once as they stream: split only where they are too few to fill the
+        # GPU, across a cluster (one kernel where the scheduler would take several;
+        # docs/heuristics.md#few-rows)
         return None
     if split < 2 or split > MAX_SPLIT:
         return None
