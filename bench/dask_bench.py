@@ -11,7 +11,8 @@ holds it (NumPy blocks in the simulator) and persisted before anything is timed:
     softmax   softmax along that cut axis (its max and sum of exponentials span chunks)
     layernorm rows of --ln-cols, whole in every chunk, with weights and biases
 Each result's first 16 rows (every column block of them) are checked against float64
-NumPy first; one untimed run compiles the kernels on every worker. A time is the median of --repeat runs of computing
+NumPy first; one untimed run compiles the kernels on every worker. A time is the median of
+--repeat runs of computing
 the result (an output of full size is reduced to one element per block as it is made, so
 that only the work itself is kept in memory). GB/s per GPU = (input bytes read once +
 output bytes written once) / time / GPUs.

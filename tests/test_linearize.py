@@ -468,5 +468,3 @@ def test_odd_rows_of_three_reduces_stay_in_registers():
     assert k.layout.threads_per_row == even.layout.threads_per_row
     assert all(plan.resident and plan.edges and plan.chunks * plan.vector <= 32
                for plan in k.layout.groups)
-
-
