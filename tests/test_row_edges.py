@@ -15,7 +15,7 @@ import pytest
 import numbamr as nm
 from conftest import SIMULATOR
 from helpers import check, has_vector_load, run_and_check, to_host
-from numbamr.lowering.accesses import edge_positions
+from numbamr.lowering.options import edge_positions
 from programs import BY_NAME
 
 EDGE_PROGRAMS = ["sum_and_max", "two_inputs", "centered_sum", "variance", "softmax",

@@ -93,13 +93,6 @@ def edges_fit(kernel, group, width, split=1):
     return segments_filled(n - n % width, split, width) == split
 
 
-def edge_positions(n, width):
-    """The most positions of a row of ``n`` outside its aligned body: the head (at most
-    width - 1) and the tail."""
-    least_body = max(0, (n - (width - 1)) // width * width)
-    return n - least_body
-
-
 def address_step(addr, var, other):
     """addr(var=1) - addr(var=0), with ``other`` at 0 (None where var is not in addr)."""
     if var not in addr.vars():

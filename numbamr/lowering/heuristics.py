@@ -10,13 +10,13 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..experimental import current_knobs
-from .accesses import (group_accesses, address_step, edge_positions, edges_fit,
+from .accesses import (group_accesses, address_step, edges_fit,
                        has_row_independent_loads, many_combines_to_a_value, narrowest_load,
                        natural_width, pow2_ceil, prefers_col,
                        staged_loads, staged_region_bytes, streamed_passes, unvectorized_kernel,
                        vector_width, whole_segments, writes_rows)
-from .options import (MAX_SPLIT, GroupPlan, KernelOptions, Layout, segment_length,
-                      segments_filled)
+from .options import (MAX_SPLIT, GroupPlan, KernelOptions, Layout, edge_positions,
+                      segment_length, segments_filled)
 from .persistent import choose_persistent
 from .profile import H200
 

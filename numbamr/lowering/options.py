@@ -167,6 +167,10 @@ class GroupPlan:
         """The most positions of a row of ``extent`` that this plan's vectors cover."""
         return extent - extent % self.vector if self.edges else extent
 
+    def least_body(self, extent):
+        """The fewest: what every row's body holds, whatever its head."""
+        return extent - edge_positions(extent, self.vector) if self.edges else extent
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -202,6 +206,13 @@ def segment_length(extent, split, vector=1):
     segments take what is left (shorter, where the share does not divide the row)."""
     share = -(-extent // split)
     return -(-share // vector) * vector
+
+
+def edge_positions(n, width):
+    """The most positions of a row of ``n`` outside its aligned body: the head (at most
+    width - 1) and the tail."""
+    least_body = max(0, (n - (width - 1)) // width * width)
+    return n - least_body
 
 
 def segments_filled(extent, split, vector=1):

@@ -1,7 +1,7 @@
 """The prologue: parameters, thread and row indices, split segments, shared memory."""
 import numpy as np
 
-from ..accesses import edge_anchor, edge_positions, staged_loads, staged_region_bytes
+from ..accesses import edge_anchor, staged_loads, staged_region_bytes
 from .literals import exchange_dtype
 
 
@@ -106,9 +106,9 @@ class PrologueMixin:
         its body's end, which moves with the row)."""
         plan = self.L.groups[g.id]
         head = self.edges.get(g.id)
-        shortest = g.extent - edge_positions(g.extent, plan.vector) if head else g.extent
         last = plan.body(g.extent) - (self.L.split - 1) * seg_len
-        self.inside = max(0, min(seg_len, shortest - (self.L.split - 1) * seg_len))
+        self.inside = max(0, min(seg_len,
+                                 plan.least_body(g.extent) - (self.L.split - 1) * seg_len))
         per_pass = self.L.threads_per_row * plan.vector * plan.chunks
         if not per_pass or -(-seg_len // per_pass) * per_pass <= self.inside:
             return      # (rows of nothing hold no chunks)
@@ -126,7 +126,7 @@ class PrologueMixin:
             return self.inside, "seg_end"
         head = self.edges.get(g.id)
         if head:
-            return g.extent - edge_positions(g.extent, self.L.groups[g.id].vector), head[2]
+            return self.L.groups[g.id].least_body(g.extent), head[2]
         return g.extent, g.extent
 
     def declare_exchange(self):
