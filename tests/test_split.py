@@ -602,22 +602,41 @@ def _wide_rows_lowered(monkeypatch, name, rows, arch=(9, 0), options=None):
     return _lowered_for_gpu(monkeypatch, name, rows, 262144, arch, options)
 
 
-@pytest.mark.parametrize("name,kernels", [("softmax", 1), ("layernorm", 1), ("variance", 2),
-                                          ("sum_and_max", 2)])
+@pytest.mark.parametrize("name", ["softmax", "layernorm", "variance", "sum_and_max"])
 @pytest.mark.parametrize("clusters", [True, False])
-def test_few_long_rows_stay_one_kernel_where_a_cluster_holds_them(monkeypatch, name, kernels,
-                                                                  clusters):
-    """128 rows of 65536: a two-pass row (softmax, layernorm) is one kernel whose rows are
-    split across 8-block clusters where the GPU launches clusters, not the scheduler's chain
-    of kernels (each of which reads the rows again); one-pass reductions keep the two-kernel
-    split (segments, then their combine), as do all rows where clusters do not launch."""
+def test_few_long_rows_stay_one_kernel_where_a_cluster_holds_them(monkeypatch, name, clusters):
+    """128 rows of 65536, too few to fill the GPU a block a row: each row is split across an
+    8-block cluster where the GPU launches clusters, one kernel (two-pass rows held in
+    registers, one-pass ones combined in the cluster: docs/heuristics.md#few-rows), not the
+    scheduler's chain of kernels (each of which reads the rows again, or combines the
+    segments in a second launch); that chain where clusters do not launch."""
     ks = _lowered_for_gpu(monkeypatch, name, 128, 65536, (9, 0) if clusters else (8, 0))
     if clusters:
-        assert len(ks) == kernels, [k.name for k in ks]
-        if kernels == 1:
-            assert ks[0].layout.split == 8 and ks[0].layout.cluster
+        assert len(ks) == 1, [k.name for k in ks]
+        assert ks[0].layout.split == 8 and ks[0].layout.cluster
     else:
         assert len(ks) >= 2 and not any(k.layout.cluster for k in ks)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["sum_and_max", "variance", "logsumexp"])
+def test_few_rows_read_once_split_in_a_cluster_on_gpu(name):
+    """Rows reduced in one pass, too few to fill the GPU (1 to 100 of 50000 to 128256, one of
+    odd length), are one kernel split across a cluster: against float64 NumPy, and the same
+    bits on a second call (CuPy arrays)."""
+    cp = pytest.importorskip("cupy")
+    p = BY_NAME[name]
+    for rows, cols in ((1, 65536), (16, 128256), (100, 50000), (2, 50257)):
+        inputs = p.make(np.random.default_rng(rows + cols), rows, cols)
+        fn = nm.jit(p.fn)
+        (k,) = _lowered(fn, inputs)
+        assert k.layout.split > 1 and k.layout.cluster, (rows, cols)
+        run_and_check(p, inputs, jitted=fn)
+        dev = [cp.asarray(a) for a in inputs]
+        first, again = fn(*dev), fn(*dev)
+        first = first if isinstance(first, tuple) else (first,)
+        again = again if isinstance(again, tuple) else (again,)
+        assert all(np.array_equal(to_host(a), to_host(b)) for a, b in zip(first, again))
 
 
 WIDE_ROWS = {"softmax": (8, 1024), "layernorm": (8, 1024), "rmsnorm": (8, 1024),

@@ -163,7 +163,12 @@ def _auto_split(kernel, forced, layout, clusters=False):
         return wide
     if plan.resident and not plan.staged:
         return _half_row_split(kernel, forced, layout, clusters)
-    if streamed_passes(kernel, layout)[g.id] <= 1 and not plan.staged:
+    few = clusters and forced.cluster != 0 and split <= MAX_CLUSTER and \
+        kernel.layout_rows < current_knobs().split_min_blocks
+    if streamed_passes(kernel, layout)[g.id] <= 1 and not plan.staged and not few:
+        # rows read once as they stream: split only where they are too few to fill the
+        # GPU, across a cluster (one kernel where the scheduler would take several;
+        # docs/heuristics.md#few-rows)
         return None
     if split < 2 or split > MAX_SPLIT:
         return None
@@ -288,6 +293,9 @@ def _rows_per_block(kernel, forced, layout, t, split, simulator):
 def _group_plan(kernel, g, forced, layout, t, split, simulator):
     """Resident (in registers) when few enough chunks a thread, else streamed."""
     v, edges = _row_vectors(kernel, g, forced, layout, t, split)
+    if layout == "row" and split == 1 and forced.vector is None and \
+            forced.upcast is None and not edges and not simulator:
+        v = _fewest_idle_width(g.extent, t, v)
     body = GroupPlan(v, 1, True, edges=edges).body(g.extent)
     need = -(-segment_length(body, split, v) // (t * v))
     if forced.upcast is not None:
@@ -299,6 +307,21 @@ def _group_plan(kernel, g, forced, layout, t, split, simulator):
     unroll = forced.unroll if forced.unroll is not None else \
         2 if simulator else _col_unroll(kernel, g) if layout == "col" else 4
     return GroupPlan(v, max(1, min(unroll, need)), False, edges=edges)
+
+
+def _fewest_idle_width(extent, t, v):
+    """Half the vector width where the row's threads then hold it in registers (at most 32
+    values a thread) with fewer positions past its end: 5120 elements over 256 threads
+    are 5 whole chunks of 4, not 3 of 8 with half the last one idle (layernorm 4096 x 5120
+    bfloat16, docs/heuristics.md#idle-positions). Rows not split only: a split row's
+    segment count is already the one that pads least."""
+    def held(w):
+        chunks = -(-extent // (t * w))
+        return chunks * w, chunks * t * w - extent
+    if v < 2 or extent % (v // 2) or held(v)[0] > 32:
+        return v
+    values, idle = held(v // 2)
+    return v // 2 if values <= 32 and idle < held(v)[1] else v
 
 
 def _vector_body(kernel, g, forced, layout, split):

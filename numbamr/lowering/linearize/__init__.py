@@ -30,6 +30,7 @@ from .loads import LoadsMixin
 from .names import Names
 from .passes import PassesMixin
 from .persistent import PersistentRowsMixin
+from .picks import PicksMixin
 from .program import OPS, Instr, OpInfo, Program, format_program
 from .prologue import PrologueMixin
 from .values import RECIP_SCALE, ValuesMixin, products_added_to
@@ -40,8 +41,8 @@ __all__ = ["linearize", "Linearizer", "Instr", "Program", "OPS", "OpInfo", "form
            "reciprocal_in_range"]
 
 
-class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, CombineMixin,
-                 ValuesMixin, LoadsMixin):
+class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, PicksMixin,
+                 CombineMixin, ValuesMixin, LoadsMixin):
     """One kernel's linear program, built by the mixins: the prologue, passes over chunks,
     combines, values and loads."""
 
@@ -72,6 +73,8 @@ class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, C
         self.block_begin = None           # where the outermost open block starts (hoisting)
         self.depth = 0
         self.hoisting = False
+        self.picks = {r.id: parts for r in kernel.reduces if r.id not in self.fused_first and
+                      r.id not in self.fused_second and (parts := self.pick_parts(r))}
 
     # ---- small helpers -----------------------------------------------------------------
     def add(self, op, out=(), srcs=(), arg=None, dtype=None):

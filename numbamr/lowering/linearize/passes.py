@@ -3,6 +3,7 @@ import numpy as np
 
 from ...ops import Op, ReduceKind
 from ..evaluate import walk
+from ..heuristics import PROFILE
 from .literals import ARG_SENTINEL, const_literal, identity_literal, is_arg, memory_dtype
 
 WIDE_PRODUCTS = {np.dtype(np.float16), np.dtype(np.float32)}   # multiplied out in float64
@@ -46,6 +47,9 @@ class PassesMixin:
             batched = batchable and ch.whole
             updates = []
             for r in insts:
+                if r.id in self.picks:
+                    updates.append(("PICK", r, self.pick_test(r, ch), r.kind))
+                    continue
                 vals = [self.elem_value(r.body, ch, v) for v in range(ch.width)]
                 if r.id in self.fused_first:
                     pending[r.id] += vals
@@ -66,6 +70,9 @@ class PassesMixin:
             if ch.mask and updates:
                 self.add("IF", srcs=(ch.mask,), arg=ch.mask)
             for op, r, srcs, kind in updates:
+                if op == "PICK":
+                    self.pick_update(r, tuple(accs[r.id]), srcs)
+                    continue
                 self.add(op, tuple(accs[r.id]), tuple(accs[r.id]) + srcs, arg=kind,
                          dtype=self._acc_dtype(r, 0) if kind is ReduceKind.PROD
                          else r.body.dtype)
@@ -105,16 +112,20 @@ class PassesMixin:
         exchange: their latency then hides behind the exchange, and the outputs find them in
         registers. Only where they hold no more values than the row's own chunks do, and
         not in blocks of 1024 threads, whose registers the row's values nearly fill
-        (docs/heuristics.md#prefetched-weights)."""
+        (docs/heuristics.md#prefetched-weights). Rows not split, too, where their blocks are
+        fewer than the GPU's multiprocessors: such a kernel waits on each load in turn, and
+        the weights' latency hides behind the block's combine (up to two weights a row
+        input; docs/heuristics.md#few-rows)."""
         plan = self.L.groups[g.id]
-        if self.L.split == 1 or not plan.resident or plan.staged or insts[0].depth != 0 or \
-                self.L.block_threads > 512:
+        few = self.L.split == 1 and -(-self.k.layout_rows // self.L.rows_per_block) < PROFILE.sms
+        if (self.L.split == 1 and not few) or not plan.resident or plan.staged or \
+                insts[0].depth != 0 or self.L.block_threads > 512:
             return []                   # (one pass over ``g`` is at depth 0: loaded once)
         stores = [s.value for s in self.k.stores if s.group is g]
         loads = {w.id: w for v in stores for w in walk(v) if w.op is Op.LOAD}
         own = {w.id for r in insts for w in walk(r.body) if w.op is Op.LOAD}
         shared = [w for i, w in loads.items() if i not in own and w.arg[1].vars() <= {g.var}]
-        return shared if 0 < len(shared) <= len(own) else []
+        return shared if 0 < len(shared) <= len(own) * (2 if few else 1) else []
 
     def row_stores(self):
         stores = [s for s in self.k.stores if s.group is None]
