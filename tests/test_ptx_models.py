@@ -112,6 +112,7 @@ def test_bfloat16_keeps_the_integer_form_before_sm80(monkeypatch):
     assert r["bf16_cvts"] == 0 and r["bf16_bit_rounds"] == _roundings(k.source) > 0
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 @pytest.mark.xdist_group("ptx")
 def test_every_model_cell_compiles_for_sm90_without_local_memory(monkeypatch):
@@ -132,6 +133,7 @@ def test_every_model_cell_compiles_for_sm90_without_local_memory(monkeypatch):
             assert r["vector_loads"] > 0, cell
         if cell[3] == 0 and k.layout.layout == "row":
             assert has_vector_load(k.source), cell
+            assert _wide_vector_load(k) and r["vector_loads"] > 0, cell
         assert r["bf16_bit_rounds"] == 0 and r["bf16_cvts"] == _roundings(k.source), cell
 
 
