@@ -677,6 +677,51 @@ def test_many_rows_longer_than_sixteen_segments(monkeypatch, name, split):
         assert (k.layout.split, k.block) == (32, 256)
 
 
+@pytest.mark.parametrize("name", ["softmax", "zscore"])
+def test_few_written_rows_of_at_most_40_values_a_thread_take_blocks_of_256(monkeypatch, name):
+    """64 rows of 151936, too few to fill the GPU, written whole: 16 blocks of 256 threads
+    (40 values a thread, two blocks a multiprocessor), not 8 of 1024; rows of 200000 (49
+    values a thread there) and many rows keep 8 of 1024 (docs/heuristics.md#wide-clusters)."""
+    (k,) = _lowered_for_gpu(monkeypatch, name, 64, 151936)
+    assert (k.layout.split, k.block, k.grid) == (16, 256, 64 * 16) and k.layout.cluster
+    plan = k.layout.groups[0]
+    assert plan.resident and not plan.staged and plan.chunks * plan.vector <= 40
+    for rows, cols in ((64, 200000), (256, 262144)):
+        (k,) = _lowered_for_gpu(monkeypatch, name, rows, cols)
+        assert (k.layout.split, k.block) == (8, 1024), (rows, cols)
+
+
+@pytest.mark.ptx
+@pytest.mark.xdist_group("ptx")
+def test_few_written_rows_in_blocks_of_256_compile_without_spills(monkeypatch):
+    """Softmax over 64 x 151936 in 16 blocks of 256 holds its 40 values a thread in
+    registers, with 16-byte accesses."""
+    from test_ptx import compile_report
+    (k,) = _lowered_for_gpu(monkeypatch, "softmax", 64, 151936)
+    (r,) = compile_report([k])
+    assert r["ok"], r["error"]
+    assert r["spill_bytes"] == 0 and r["stack_bytes"] == 0, r
+    assert r["vector_bytes"] == [16], r["vector_bytes"]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["softmax", "zscore"])
+def test_few_written_rows_in_blocks_of_256_on_gpu(name):
+    """6 rows of 151936 and 3 of 140001 (a shorter last segment) in 16 blocks of 256,
+    against float64 NumPy, and the same bits on a second call."""
+    cp = pytest.importorskip("cupy")
+    p = BY_NAME[name]
+    for rows, cols in ((6, 151936), (3, 140001)):
+        inputs = p.make(np.random.default_rng(cols), rows, cols)
+        fn = nm.jit(p.fn)
+        (k,) = _lowered(fn, inputs)
+        assert (k.layout.split, k.block) == (16, 256) and k.layout.cluster, (rows, cols)
+        run_and_check(p, inputs, jitted=fn)
+        dev = [cp.asarray(a) for a in inputs]
+        first, again = fn(*dev), fn(*dev)
+        assert np.array_equal(to_host(first), to_host(again))
+
+
 @pytest.mark.slow
 @pytest.mark.ptx
 def test_rows_of_wide_clusters_compile_without_spills(monkeypatch):

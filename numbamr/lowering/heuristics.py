@@ -220,6 +220,10 @@ def _resident_split(kernel, forced, split):
 # 16 of 512 for one that writes a value per row from reduces that depend on one another,
 # and that only over rows too few to fill the GPU (docs/heuristics.md#wide-clusters)
 WIDE_CLUSTER = {True: (8, 1024), False: (16, 512)}
+# rows too few to fill the GPU that a kernel writes, held by 16 blocks of 256 threads where
+# that is at most this many values a thread: two blocks a multiprocessor, not one of 1024
+# whose waves wait on their exchanges in turn (docs/heuristics.md#wide-clusters)
+WIDE_FEW_CLUSTER, WIDE_FEW_VALUES = (16, 256), 40
 
 
 def _wide_cluster(kernel, forced):
@@ -228,10 +232,26 @@ def _wide_cluster(kernel, forced):
     few = kernel.layout_rows < current_knobs().split_min_blocks     # the scheduler's "few"
     if not writes and not (dependent and few):
         return None
+    if writes and few:
+        narrow = _narrow_wide_cluster(kernel, forced)
+        if narrow is not None:
+            return narrow
     split, threads = WIDE_CLUSTER[writes]
     if not _blocks_fit(forced, threads):
         return None             # blocks as many as asked for would not fit: not this layout
     return _resident_split(kernel, replace(forced, threads_per_row=threads), split)
+
+
+def _narrow_wide_cluster(kernel, forced):
+    """WIDE_FEW_CLUSTER's layout where it holds the row in at most WIDE_FEW_VALUES a thread,
+    else None."""
+    split, threads = WIDE_FEW_CLUSTER
+    if not _blocks_fit(forced, threads):
+        return None
+    trial = _resident_split(kernel, replace(forced, threads_per_row=threads), split)
+    if trial is None or trial.groups[0].chunks * trial.groups[0].vector > WIDE_FEW_VALUES:
+        return None
+    return trial
 
 
 # ---- the layout of rows and columns --------------------------------------------------------
