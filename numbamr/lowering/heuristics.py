@@ -220,9 +220,8 @@ def _resident_split(kernel, forced, split):
 # 16 of 512 for one that writes a value per row from reduces that depend on one another,
 # and that only over rows too few to fill the GPU (docs/heuristics.md#wide-clusters)
 WIDE_CLUSTER = {True: (8, 1024), False: (16, 512)}
-# rows too few to fill the GPU that a kernel writes, held by 16 blocks of 256 threads where
-# that is at most this many values a thread: two blocks a multiprocessor, not one of 1024
-# whose waves wait on their exchanges in turn (docs/heuristics.md#wide-clusters)
+# few rows a kernel writes, in 16 blocks of 256 where they hold at most 40 values a thread:
+# two blocks a multiprocessor, not one of 1024 (docs/heuristics.md#wide-clusters)
 WIDE_FEW_CLUSTER, WIDE_FEW_VALUES = (16, 256), 40
 
 
