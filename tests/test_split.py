@@ -618,25 +618,33 @@ def test_few_long_rows_stay_one_kernel_where_a_cluster_holds_them(monkeypatch, n
         assert len(ks) >= 2 and not any(k.layout.cluster for k in ks)
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("name", ["sum_and_max", "variance", "logsumexp"])
-def test_few_rows_read_once_split_in_a_cluster_on_gpu(name):
-    """Rows reduced in one pass, too few to fill the GPU (1 to 100 of 50000 to 128256, one of
-    odd length), are one kernel split across a cluster: against float64 NumPy, and the same
-    bits on a second call (CuPy arrays)."""
+def _split_rows_match_on_gpu(name, shapes, laid_out):
+    """Program ``name`` at each (rows, cols) of ``shapes`` on the GPU: its one kernel laid
+    out as ``laid_out(layout, block)`` says, against float64 NumPy, and the same bits on a
+    second call (CuPy arrays)."""
     cp = pytest.importorskip("cupy")
     p = BY_NAME[name]
-    for rows, cols in ((1, 65536), (16, 128256), (100, 50000), (2, 50257)):
+    for rows, cols in shapes:
         inputs = p.make(np.random.default_rng(rows + cols), rows, cols)
         fn = nm.jit(p.fn)
         (k,) = _lowered(fn, inputs)
-        assert k.layout.split > 1 and k.layout.cluster, (rows, cols)
+        assert laid_out(k.layout, k.block), (rows, cols, k.layout)
         run_and_check(p, inputs, jitted=fn)
         dev = [cp.asarray(a) for a in inputs]
         first, again = fn(*dev), fn(*dev)
         first = first if isinstance(first, tuple) else (first,)
         again = again if isinstance(again, tuple) else (again,)
         assert all(np.array_equal(to_host(a), to_host(b)) for a, b in zip(first, again))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("name", ["sum_and_max", "variance", "logsumexp"])
+def test_few_rows_read_once_split_in_a_cluster_on_gpu(name):
+    """Rows reduced in one pass, too few to fill the GPU (1 to 100 of 50000 to 128256, one of
+    odd length), are one kernel split across a cluster: against float64 NumPy, and the same
+    bits on a second call (CuPy arrays)."""
+    _split_rows_match_on_gpu(name, ((1, 65536), (16, 128256), (100, 50000), (2, 50257)),
+                             lambda layout, block: layout.split > 1 and layout.cluster)
 
 
 WIDE_ROWS = {"softmax": (8, 1024), "layernorm": (8, 1024), "rmsnorm": (8, 1024),
@@ -709,17 +717,9 @@ def test_few_written_rows_in_blocks_of_256_compile_without_spills(monkeypatch):
 def test_few_written_rows_in_blocks_of_256_on_gpu(name):
     """6 rows of 151936 and 3 of 140001 (a shorter last segment) in 16 blocks of 256,
     against float64 NumPy, and the same bits on a second call."""
-    cp = pytest.importorskip("cupy")
-    p = BY_NAME[name]
-    for rows, cols in ((6, 151936), (3, 140001)):
-        inputs = p.make(np.random.default_rng(cols), rows, cols)
-        fn = nm.jit(p.fn)
-        (k,) = _lowered(fn, inputs)
-        assert (k.layout.split, k.block) == (16, 256) and k.layout.cluster, (rows, cols)
-        run_and_check(p, inputs, jitted=fn)
-        dev = [cp.asarray(a) for a in inputs]
-        first, again = fn(*dev), fn(*dev)
-        assert np.array_equal(to_host(first), to_host(again))
+    _split_rows_match_on_gpu(name, ((6, 151936), (3, 140001)),
+                             lambda layout, block: (layout.split, block) == (16, 256) and
+                             layout.cluster)
 
 
 @pytest.mark.slow
@@ -746,17 +746,9 @@ def test_rows_of_wide_clusters_compile_without_spills(monkeypatch):
 def test_rows_of_wide_clusters_on_gpu(name):
     """Few rows of 262144 and 200000 (a shorter last segment) held in clusters of wider
     blocks, against float64 NumPy, and the same bits on a second call."""
-    cp = pytest.importorskip("cupy")
-    p = BY_NAME[name]
-    for rows, cols in ((8, 262144), (5, 200000)):
-        inputs = p.make(np.random.default_rng(cols), rows, cols)
-        fn = nm.jit(p.fn)
-        (k,) = _lowered(fn, inputs)
-        assert k.layout.split in (8, 16) and k.layout.cluster and k.block >= 512
-        run_and_check(p, inputs, jitted=fn)
-        dev = [cp.asarray(a) for a in inputs]
-        first, again = fn(*dev), fn(*dev)
-        assert np.array_equal(to_host(first), to_host(again))
+    _split_rows_match_on_gpu(name, ((8, 262144), (5, 200000)),
+                             lambda layout, block: layout.split in (8, 16) and layout.cluster
+                             and block >= 512)
 
 
 def _weighted_rms(x, w):
