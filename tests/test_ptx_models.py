@@ -137,6 +137,48 @@ def test_every_model_cell_compiles_for_sm90_without_local_memory(monkeypatch):
         assert r["bf16_bit_rounds"] == 0 and r["bf16_cvts"] == _roundings(k.source), cell
 
 
+# ---- column statistics: two blocks a multiprocessor -------------------------------------
+
+COLUMN_CELLS = [((262144, 128), "bfloat16"), ((262144, 256), "float32"),
+                ((32, 2048, 256), "float16")]
+
+
+def _segment_kernel(shape, dtype):
+    """The first kernel of batch-norm statistics: the partial sums of column segments."""
+    k = _lower("bnstats", shape, dtype)[0]
+    assert k.layout.layout == "col" and k.block == 1024 and k.grid > 132, k.layout
+    return k
+
+
+@pytest.mark.parametrize("shape,dtype", COLUMN_CELLS, ids=lambda v: str(v))
+def test_column_statistics_keep_two_blocks_of_1024_a_multiprocessor(monkeypatch, shape, dtype):
+    """A column layout's grid of 1024-thread blocks is sized as one wave of two blocks a
+    multiprocessor: the kernel says so to the compiler (min_blocks_per_sm=2), and with
+    float64 partials beside a float32 one (5 registers) its loop loads 16 chunks at once,
+    not 32; suite column variance (4 registers of partials) keeps 32."""
+    _on(monkeypatch, (9, 0))
+    k = _segment_kernel(shape, dtype)
+    assert k.layout.min_blocks_per_sm == 2
+    assert k.layout.groups[0].chunks == 16 and not k.layout.groups[0].resident
+    suite_colvar = lower_for_gpu(lambda x: x.var(axis=0),
+                                 (np.empty((65536, 1024), np.float32),)).kernels[0]
+    assert suite_colvar.layout.min_blocks_per_sm == 2
+    assert suite_colvar.layout.groups[0].chunks == 32
+
+
+@pytest.mark.parametrize("shape,dtype", COLUMN_CELLS, ids=lambda v: str(v))
+@pytest.mark.ptx
+@pytest.mark.xdist_group("ptx")
+def test_column_statistics_fit_32_registers_without_spills(monkeypatch, shape, dtype):
+    """Two 1024-thread blocks a multiprocessor leave 32 registers a thread: the segment
+    kernel of batch-norm statistics compiles within them, with no spills or local memory."""
+    _on(monkeypatch, (9, 0))
+    (r,) = compile_report([_segment_kernel(shape, dtype)])
+    assert r["ok"], r["error"]
+    assert r["registers"] <= 32, r
+    assert r["spill_bytes"] == r["stack_bytes"] == r["local_accesses"] == 0, r
+
+
 # ---- leading axes merge into rows ------------------------------------------------------
 
 def _without_comments(source):

@@ -10,11 +10,13 @@ import numpy as np
 
 from ..errors import ArgumentError
 from ..experimental import current_knobs
-from .accesses import (group_accesses, address_step, edges_fit,
-                       has_row_independent_loads, many_combines_to_a_value, narrowest_load,
-                       natural_width, pow2_ceil, prefers_col,
-                       staged_loads, staged_region_bytes, streamed_passes, unvectorized_kernel,
-                       vector_width, whole_segments, writes_rows)
+from .accesses import (edges_fit, group_accesses, has_row_independent_loads,
+                       many_combines_to_a_value, narrowest_load, natural_width, pow2_ceil,
+                       prefers_col, staged_loads, staged_region_bytes, streamed_passes,
+                       unvectorized_kernel, vector_width, whole_segments, writes_rows)
+from .columns import (COL_BLOCKS, COL_THREADS, COL_UNROLL, COL_UNROLL_ALIGNED,  # noqa: F401
+                      col_floor, col_min_blocks, col_rows_per_block, col_threads, col_unroll,
+                      few_columns_threads)
 from .options import (MAX_SPLIT, GroupPlan, KernelOptions, Layout, edge_positions,
                       segment_length, segments_filled)
 from .persistent import choose_persistent
@@ -56,7 +58,8 @@ def choose(kernel, forced=None, simulator=False, clusters=False, aligned=None):
                              clusters and split <= MAX_CLUSTER)
     layout = replace(layout, zigzag=bool(forced.zigzag), stagger=bool(forced.stagger),
                      blocks_per_sm=forced.blocks_per_sm or 0,
-                     min_blocks_per_sm=forced.min_blocks_per_sm or 0,
+                     min_blocks_per_sm=forced.min_blocks_per_sm or
+                     col_min_blocks(layout, kernel.layout_rows),
                      split=split, cluster=cluster,
                      online=None if forced.online is None else bool(forced.online),
                      reciprocal=forced.reciprocal != 0,
@@ -110,6 +113,9 @@ SPLIT_THREADS = 256
 STREAM_THREADS = 256    # threads on a streamed row (one pass), when there are rows enough
 # chunks per iteration on such a row (docs/heuristics.md#streamed-rows)
 STREAM_UNROLL = 8
+# threads and chunks an iteration on a streamed row of at most STREAM_HALF_EXTENT elements
+# of two bytes (docs/heuristics.md#streamed-rows)
+STREAM_HALF, STREAM_HALF_EXTENT = (128, 4), 1 << 16
 # threads of a block of short rows (several rows a block): 64 where the kernel writes
 # whole rows, 256 where it writes a value per row (docs/heuristics.md#short-rows)
 ROW_BLOCK_THREADS = 256
@@ -260,7 +266,8 @@ def _choose_layout(kernel, forced, simulator, split=1):
                   for g in kernel.groups), default=1)
     t = _threads_per_row(kernel, forced, layout, extent, simulator)
     rb = _rows_per_block(kernel, forced, layout, t, split, simulator)
-    plans = tuple(_group_plan(kernel, g, forced, layout, t, split, simulator)
+    floor = layout == "col" and col_floor(t * rb, -(-kernel.layout_rows // rb) * split) > 0
+    plans = tuple(_group_plan(kernel, g, forced, layout, t, split, simulator, floor)
                   for g in kernel.groups)
     return _second_choice(kernel, forced, simulator, Layout(t, rb, layout, plans, split=split))
 
@@ -271,8 +278,8 @@ def _threads_per_row(kernel, forced, layout, extent, simulator):
     if layout == "col":         # enough warps in flight: up to 32 threads down each column
         t = 1 if extent <= 1 else min(4 if simulator else 32, pow2_ceil(-(-extent // 64)))
         if not simulator and forced.rows_per_block is None:
-            t = _col_threads(_few_columns_threads(t, extent, kernel.layout_rows),
-                             kernel.layout_rows)
+            t = col_threads(few_columns_threads(t, extent, kernel.layout_rows),
+                            kernel.layout_rows)
         return t
     # about 64 bytes of each input per thread: 16 float32, 32 float16; 8 values where a
     # kernel writes rows of 512 or more and no access is a vector (rows of odd length):
@@ -302,15 +309,16 @@ def _rows_per_block(kernel, forced, layout, t, split, simulator):
     else:
         target = 64 if simulator else 1024 if layout == "col" else \
             ROW_OUTPUT_BLOCK_THREADS if writes_rows(kernel) else ROW_BLOCK_THREADS
-        widest = 32 if layout == "row" or simulator else _col_rows_per_block(nrows)
+        widest = 32 if layout == "row" or simulator else col_rows_per_block(nrows)
         rb = max(1, min(target // t, pow2_ceil(nrows), widest if layout == "col" else 1024))
         if simulator:
             rb = min(rb, 2)
     return rb if t * rb <= 1024 else max(1, 1024 // t)
 
 
-def _group_plan(kernel, g, forced, layout, t, split, simulator):
-    """Resident (in registers) when few enough chunks a thread, else streamed."""
+def _group_plan(kernel, g, forced, layout, t, split, simulator, floor=False):
+    """Resident (in registers) when few enough chunks a thread, else streamed. ``floor``:
+    a column layout kept at two blocks a multiprocessor (``columns.col_floor``)."""
     v, edges = _row_vectors(kernel, g, forced, layout, t, split)
     if layout == "row" and split == 1 and forced.vector is None and \
             forced.upcast is None and not edges and not simulator:
@@ -324,7 +332,7 @@ def _group_plan(kernel, g, forced, layout, t, split, simulator):
     if resident:
         return GroupPlan(v, need, True, edges=edges)
     unroll = forced.unroll if forced.unroll is not None else \
-        2 if simulator else _col_unroll(kernel, g) if layout == "col" else 4
+        2 if simulator else col_unroll(kernel, g, floor) if layout == "col" else 4
     return GroupPlan(v, max(1, min(unroll, need)), False, edges=edges)
 
 
@@ -380,8 +388,8 @@ def _second_choice(kernel, forced, simulator, result):
         # rows streamed in one pass, plenty of them: fewer threads a row, so that each
         # block's combine is a smaller share of its time, each loading more chunks at once
         # (docs/heuristics.md#streamed-rows)
-        unroll = forced.unroll if forced.unroll is not None else STREAM_UNROLL
-        return _choose_layout(kernel, replace(forced, threads_per_row=STREAM_THREADS,
+        threads, unroll = _streamed_shape(kernel, forced)
+        return _choose_layout(kernel, replace(forced, threads_per_row=threads,
                                               unroll=unroll), simulator, split)
     if row and t == 1024 and not simulator and split == 1 and \
             kernel.layout_rows >= COL_BLOCKS and \
@@ -392,10 +400,22 @@ def _second_choice(kernel, forced, simulator, result):
     return result
 
 
+def _streamed_shape(kernel, forced):
+    """(threads, chunks an iteration) of rows streamed in one pass: STREAM_THREADS and
+    STREAM_UNROLL; STREAM_HALF's for rows of at most STREAM_HALF_EXTENT elements of two
+    bytes or fewer, which a block of 256 reads in too few iterations for its combine to be
+    a small share (docs/heuristics.md#streamed-rows)."""
+    g = kernel.groups[0]
+    half = len(kernel.groups) == 1 and g.extent <= STREAM_HALF_EXTENT and \
+        max(np.dtype(dt).itemsize for dt, _ in group_accesses(kernel, g)) <= 2
+    threads, unroll = STREAM_HALF if half else (STREAM_THREADS, STREAM_UNROLL)
+    return threads, forced.unroll if forced.unroll is not None else unroll
+
+
 def _instead_of_1024_threads(kernel, forced, resident):
     """Rows held in registers by 1024 threads, more than 16 values each (16384 to 32768
     float32 elements): one block a multiprocessor. A kernel that writes a value per row and
-    reads the row in one pass is streamed by 256 threads, 8 chunks an iteration; one that
+    reads the row in one pass is streamed as ``_streamed_shape`` says; one that
     writes whole rows takes 512 threads where they hold the row on chip or where the row
     then splits across blocks, else keeps the 1024 threads
     (docs/heuristics.md#instead-of-1024-threads)."""
@@ -405,8 +425,9 @@ def _instead_of_1024_threads(kernel, forced, resident):
                 (forced.split is None and _auto_split(kernel, forced, fewer) is not None):
             return fewer
         return resident
-    streamed = _choose_layout(kernel, replace(forced, threads_per_row=STREAM_THREADS,
-                                              unroll=STREAM_UNROLL, upcast=0), False)
+    threads, unroll = _streamed_shape(kernel, forced)
+    streamed = _choose_layout(kernel, replace(forced, threads_per_row=threads,
+                                              unroll=unroll, upcast=0), False)
     if all(n <= 1 for n in streamed_passes(kernel, streamed).values()):
         return streamed
     return resident
@@ -447,54 +468,3 @@ def _staged_layout(kernel, layout, forced, simulator):
     if total > budget:
         return None
     return Layout(t, 1, "row", tuple(plans), split=layout.split)
-
-
-COL_BLOCKS = 256     # blocks a column layout keeps (about two per multiprocessor)
-
-
-def _col_rows_per_block(nrows):
-    """Columns per block of a column layout: the widest of 128, 64, 32 that still leaves
-    COL_BLOCKS blocks (docs/heuristics.md#column-blocks)."""
-    for rb in (128, 64):
-        if -(-nrows // rb) >= COL_BLOCKS:
-            return rb
-    return 32
-
-
-# chunks a column layout's loop loads at once: 8, or 32 where every row starts 16-byte
-# aligned and the kernel only reduces (docs/heuristics.md#column-unroll)
-COL_UNROLL = 8
-COL_UNROLL_ALIGNED = 32
-
-
-def _col_unroll(kernel, g):
-    """Chunks an iteration of a column layout's loop over ``g``."""
-    strides = [(address_step(addr, g.var, kernel.row), np.dtype(dt).itemsize)
-               for dt, addr in group_accesses(kernel, g)]
-    aligned = not writes_rows(kernel) and \
-        all(step is not None and step * size % 16 == 0 for step, size in strides)
-    return COL_UNROLL_ALIGNED if aligned else COL_UNROLL
-
-
-COL_THREADS = PROFILE.sms * THREADS_PER_SM     # threads of a column layout's grid: one wave
-
-
-def _few_columns_threads(t, extent, nrows):
-    """Columns too few for a quarter of a wave at ``t`` threads each (the combine of a
-    split column reduction: 256 columns of 128 partials) take up to 32 threads down each
-    column, at least 4 positions a thread: such a kernel is all latency
-    (docs/heuristics.md#few-columns)."""
-    if nrows * t * 4 > COL_THREADS:
-        return t
-    return max(t, min(32, pow2_ceil(-(-extent // 4))))
-
-
-def _col_threads(t, nrows):
-    """Threads down each column: at most ``t``, at most 1024 a block, and few enough that
-    the whole grid is one wave of two 1024-thread blocks a multiprocessor
-    (docs/heuristics.md#column-threads)."""
-    rb = _col_rows_per_block(nrows)
-    t = min(t, 1024 // rb)
-    while t > 1 and -(-nrows // rb) * rb * t > COL_THREADS:
-        t //= 2
-    return t

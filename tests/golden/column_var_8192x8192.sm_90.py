@@ -1,6 +1,6 @@
 # column_var_8192x8192, target=sm_90: 2 kernel(s)
 # numbamr kernel column_var (cuda target)
-# grid=256 block=1024
+# grid=256 block=1024 min_blocks_per_sm=2
 import math
 from numba import cuda
 from numba.types import (boolean, int8, int16, int32, int64, uint8, uint16, uint32, uint64,

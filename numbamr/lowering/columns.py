@@ -1,0 +1,91 @@
+"""The column layout's shape: columns a block, threads down each column, chunks a loop
+iteration, and the occupancy its grid is sized for (docs/heuristics.md#column-blocks and
+the sections after it)."""
+import numpy as np
+
+from .accesses import address_step, group_accesses, pow2_ceil, writes_rows
+from .profile import H200
+
+PROFILE = H200          # the GPU the thresholds below were measured on
+THREADS_PER_SM = PROFILE.threads_per_sm
+
+COL_BLOCKS = 256     # blocks a column layout keeps (about two per multiprocessor)
+
+
+def col_rows_per_block(nrows):
+    """Columns per block of a column layout: the widest of 128, 64, 32 that still leaves
+    COL_BLOCKS blocks (docs/heuristics.md#column-blocks)."""
+    for rb in (128, 64):
+        if -(-nrows // rb) >= COL_BLOCKS:
+            return rb
+    return 32
+
+
+# chunks a column layout's loop loads at once: 8, or 32 where every row starts 16-byte
+# aligned and the kernel only reduces, 16 of those where two blocks a multiprocessor leave
+# 32 registers a thread and the partials take more than 4 (docs/heuristics.md#column-unroll)
+COL_UNROLL = 8
+COL_UNROLL_ALIGNED = 32
+COL_UNROLL_FLOOR = 16
+COL_FLOOR_PARTIALS = 4
+
+
+def col_unroll(kernel, g, floor=False):
+    """Chunks an iteration of a column layout's loop over ``g`` (``floor``: its blocks are
+    kept at two a multiprocessor, ``col_floor``)."""
+    strides = [(address_step(addr, g.var, kernel.row), np.dtype(dt).itemsize)
+               for dt, addr in group_accesses(kernel, g)]
+    aligned = not writes_rows(kernel) and \
+        all(step is not None and step * size % 16 == 0 for step, size in strides)
+    if not aligned:
+        return COL_UNROLL
+    if floor and partial_registers(kernel) > COL_FLOOR_PARTIALS:
+        return COL_UNROLL_FLOOR
+    return COL_UNROLL_ALIGNED
+
+
+def partial_registers(kernel):
+    """32-bit registers a thread's partials of ``kernel``'s reduces take (an arg reduce's
+    index: two more)."""
+    return sum(-(-np.dtype(r.dtype).itemsize // 4) + (2 if r.kind.value.startswith("arg")
+                                                      else 0) for r in kernel.reduces)
+
+
+COL_THREADS = PROFILE.sms * THREADS_PER_SM     # threads of a column layout's grid: one wave
+
+
+def few_columns_threads(t, extent, nrows):
+    """Columns too few for a quarter of a wave at ``t`` threads each (the combine of a
+    split column reduction: 256 columns of 128 partials) take up to 32 threads down each
+    column, at least 4 positions a thread: such a kernel is all latency
+    (docs/heuristics.md#few-columns)."""
+    if nrows * t * 4 > COL_THREADS:
+        return t
+    return max(t, min(32, pow2_ceil(-(-extent // 4))))
+
+
+def col_threads(t, nrows):
+    """Threads down each column: at most ``t``, at most 1024 a block, and few enough that
+    the whole grid is one wave of two 1024-thread blocks a multiprocessor
+    (docs/heuristics.md#column-threads)."""
+    rb = col_rows_per_block(nrows)
+    t = min(t, 1024 // rb)
+    while t > 1 and -(-nrows // rb) * rb * t > COL_THREADS:
+        t //= 2
+    return t
+
+
+def col_floor(block_threads, blocks):
+    """The occupancy floor of a column layout: two blocks a multiprocessor for blocks of
+    1024 threads in a grid of more blocks than multiprocessors, else none (0).
+    ``col_threads`` sized that grid as one wave of two such blocks; a thread of 33
+    registers or more (float64 partials: batch-norm statistics) would fit only one, and the
+    grid would run as two waves of one (docs/heuristics.md#column-occupancy)."""
+    return 2 if block_threads == 1024 and blocks > PROFILE.sms else 0
+
+
+def col_min_blocks(layout, nrows):
+    """``col_floor`` of a chosen layout (0 for a row layout)."""
+    if layout.layout != "col":
+        return 0
+    return col_floor(layout.block_threads, -(-nrows // layout.rows_per_block) * layout.split)
