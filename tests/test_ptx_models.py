@@ -179,6 +179,22 @@ def test_column_statistics_fit_32_registers_without_spills(monkeypatch, shape, d
     assert r["spill_bytes"] == r["stack_bytes"] == r["local_accesses"] == 0, r
 
 
+@pytest.mark.parametrize("op,shape,dtype,threads", [
+    ("cross_entropy", (2048, 50257), "float16", 128),
+    ("logsumexp", (16384, 32000), "float16", 128),      # instead of 1024 threads holding it
+    ("cross_entropy", (16384, 32000), "float32", 256),  # four-byte elements
+    ("cross_entropy", (4096, 128256), "bfloat16", 256)], ids=lambda v: str(v))
+def test_streamed_half_precision_rows_take_128_threads(monkeypatch, op, shape, dtype,
+                                                       threads):
+    """Rows streamed in one pass take 128 threads and 4 chunks an iteration where they hold
+    at most 65536 elements of two bytes, else 256 and 8 (docs/heuristics.md#streamed-rows)."""
+    _on(monkeypatch, (9, 0))
+    k = _lower(op, shape, dtype)[0]
+    plan = k.layout.groups[0]
+    assert k.layout.split == 1 and not plan.resident, k.layout
+    assert (k.layout.threads_per_row, plan.chunks) == (threads, 4 if threads == 128 else 8)
+
+
 # ---- leading axes merge into rows ------------------------------------------------------
 
 def _without_comments(source):
