@@ -166,6 +166,22 @@ def test_column_statistics_keep_two_blocks_of_1024_a_multiprocessor(monkeypatch,
     assert suite_colvar.layout.groups[0].chunks == 32
 
 
+def test_column_layouts_of_scalar_loads_or_held_columns_take_no_floor(monkeypatch):
+    """The two-block floor is for groups streamed down aligned rows only: column variance
+    over rows of odd length (scalar loads) and a split one whose columns are held in
+    registers need more than 32 registers a thread, and keep one block a multiprocessor."""
+    _on(monkeypatch, (9, 0))
+    (odd_rows,) = lower_for_gpu(lambda x: x.var(axis=0),
+                                (np.empty((8191, 8193), np.float32),)).kernels
+    held = lower_for_gpu(nm.jit(split=8, cluster=1, threads_per_row=32)(
+        lambda x: x.var(axis=0)), (np.empty((8192, 8192), np.float32),)).kernels[0]
+    for k in (odd_rows, held):
+        assert k.layout.layout == "col" and k.layout.block_threads == 1024, k.layout
+        assert k.grid > 132, k.grid
+    assert held.layout.groups[0].resident and not odd_rows.layout.groups[0].resident
+    assert odd_rows.layout.min_blocks_per_sm == held.layout.min_blocks_per_sm == 0
+
+
 @pytest.mark.parametrize("shape,dtype", COLUMN_CELLS, ids=lambda v: str(v))
 @pytest.mark.ptx
 @pytest.mark.xdist_group("ptx")

@@ -33,22 +33,28 @@ COL_FLOOR_PARTIALS = 4
 def col_unroll(kernel, g, floor=False):
     """Chunks an iteration of a column layout's loop over ``g`` (``floor``: its blocks are
     kept at two a multiprocessor, ``col_floor``)."""
-    strides = [(address_step(addr, g.var, kernel.row), np.dtype(dt).itemsize)
-               for dt, addr in group_accesses(kernel, g)]
-    aligned = not writes_rows(kernel) and \
-        all(step is not None and step * size % 16 == 0 for step, size in strides)
-    if not aligned:
+    if not aligned_columns(kernel, g):
         return COL_UNROLL
     if floor and partial_registers(kernel) > COL_FLOOR_PARTIALS:
         return COL_UNROLL_FLOOR
     return COL_UNROLL_ALIGNED
 
 
+def aligned_columns(kernel, g):
+    """Does ``kernel`` only reduce, with every row of ``g``'s accesses starting 16-byte
+    aligned (vector loads down the columns)?"""
+    strides = [(address_step(addr, g.var, kernel.row), np.dtype(dt).itemsize)
+               for dt, addr in group_accesses(kernel, g)]
+    return not writes_rows(kernel) and \
+        all(step is not None and step * size % 16 == 0 for step, size in strides)
+
+
 def partial_registers(kernel):
-    """32-bit registers a thread's partials of ``kernel``'s reduces take (an arg reduce's
-    index: two more)."""
-    return sum(-(-np.dtype(r.dtype).itemsize // 4) + (2 if r.kind.value.startswith("arg")
-                                                      else 0) for r in kernel.reduces)
+    """32-bit registers a thread's partials of ``kernel``'s reduces take (an arg reduce: its
+    value and its int64 index)."""
+    from .linearize.literals import is_arg     # (the linearize package imports this module)
+    return sum(-(-np.dtype(r.value_dtype if is_arg(r) else r.dtype).itemsize // 4) +
+               (2 if is_arg(r) else 0) for r in kernel.reduces)
 
 
 COL_THREADS = PROFILE.sms * THREADS_PER_SM     # threads of a column layout's grid: one wave
@@ -75,17 +81,16 @@ def col_threads(t, nrows):
     return t
 
 
-def col_floor(block_threads, blocks):
+def col_floor(kernel, layout):
     """The occupancy floor of a column layout: two blocks a multiprocessor for blocks of
-    1024 threads in a grid of more blocks than multiprocessors, else none (0).
-    ``col_threads`` sized that grid as one wave of two such blocks; a thread of 33
-    registers or more (float64 partials: batch-norm statistics) would fit only one, and the
-    grid would run as two waves of one (docs/heuristics.md#column-occupancy)."""
-    return 2 if block_threads == 1024 and blocks > PROFILE.sms else 0
-
-
-def col_min_blocks(layout, nrows):
-    """``col_floor`` of a chosen layout (0 for a row layout)."""
-    if layout.layout != "col":
+    1024 threads in a grid of more blocks than multiprocessors, every group streamed down
+    aligned rows; else none (0). ``col_threads`` sized that grid as one wave of two such
+    blocks; a thread of 33 registers or more (float64 partials: batch-norm statistics)
+    would fit only one, and the grid would run as two waves of one. Scalar loads (rows not
+    aligned) and values held in registers (a resident group) need more than 32 registers a
+    thread: those spill under the floor and go without it (docs/heuristics.md#column-occupancy)."""
+    blocks = -(-kernel.layout_rows // layout.rows_per_block) * layout.split
+    if layout.block_threads != 1024 or blocks <= PROFILE.sms:
         return 0
-    return col_floor(layout.block_threads, -(-nrows // layout.rows_per_block) * layout.split)
+    streamed = all(not plan.resident for plan in layout.groups)
+    return 2 if streamed and all(aligned_columns(kernel, g) for g in kernel.groups) else 0

@@ -15,7 +15,7 @@ from .accesses import (edges_fit, group_accesses, has_row_independent_loads,
                        prefers_col, staged_loads, staged_region_bytes, streamed_passes,
                        unvectorized_kernel, vector_width, whole_segments, writes_rows)
 from .columns import (COL_BLOCKS, COL_THREADS, COL_UNROLL, COL_UNROLL_ALIGNED,  # noqa: F401
-                      col_floor, col_min_blocks, col_rows_per_block, col_threads, col_unroll,
+                      col_floor, col_rows_per_block, col_threads, col_unroll,
                       few_columns_threads)
 from .options import (MAX_SPLIT, GroupPlan, KernelOptions, Layout, edge_positions,
                       segment_length, segments_filled)
@@ -58,8 +58,7 @@ def choose(kernel, forced=None, simulator=False, clusters=False, aligned=None):
                              clusters and split <= MAX_CLUSTER)
     layout = replace(layout, zigzag=bool(forced.zigzag), stagger=bool(forced.stagger),
                      blocks_per_sm=forced.blocks_per_sm or 0,
-                     min_blocks_per_sm=forced.min_blocks_per_sm or
-                     col_min_blocks(layout, kernel.layout_rows),
+                     min_blocks_per_sm=forced.min_blocks_per_sm or layout.min_blocks_per_sm,
                      split=split, cluster=cluster,
                      online=None if forced.online is None else bool(forced.online),
                      reciprocal=forced.reciprocal != 0,
@@ -266,10 +265,15 @@ def _choose_layout(kernel, forced, simulator, split=1):
                   for g in kernel.groups), default=1)
     t = _threads_per_row(kernel, forced, layout, extent, simulator)
     rb = _rows_per_block(kernel, forced, layout, t, split, simulator)
-    floor = layout == "col" and col_floor(t * rb, -(-kernel.layout_rows // rb) * split) > 0
-    plans = tuple(_group_plan(kernel, g, forced, layout, t, split, simulator, floor)
+    plans = tuple(_group_plan(kernel, g, forced, layout, t, split, simulator)
                   for g in kernel.groups)
-    return _second_choice(kernel, forced, simulator, Layout(t, rb, layout, plans, split=split))
+    chosen = Layout(t, rb, layout, plans, split=split)
+    floor = col_floor(kernel, chosen) if layout == "col" else 0
+    if floor:       # the same plans, unrolled for the registers two blocks leave a thread
+        chosen = replace(chosen, min_blocks_per_sm=floor, groups=tuple(
+            _group_plan(kernel, g, forced, layout, t, split, simulator, True)
+            for g in kernel.groups))
+    return _second_choice(kernel, forced, simulator, chosen)
 
 
 def _threads_per_row(kernel, forced, layout, extent, simulator):
