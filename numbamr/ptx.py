@@ -54,6 +54,8 @@ def inspect(entry, cc=(9, 0)):
         # one byte a load or store (bool and 8-bit buffers read or written element-wise)
         "byte_loads": len(re.findall(r"\bld\.global(?:\.[\w:]+)*\.[usb]8\b", ptx)),
         "byte_stores": len(re.findall(r"\bst\.global(?:\.[\w:]+)*\.[usb]8\b", ptx)),
+        # two bytes a load (half-precision columns read one element a thread)
+        "half_loads": len(re.findall(r"\bld\.global(?:\.[\w:]+)*\.[usbf]16\b", ptx)),
         "scalar_global_loads": len(re.findall(
             r"ld\.global(?:\.nc)?(?:\.L2::cache_hint)?\.[fbsu]\d+", ptx)),
         # loads under an L2 eviction policy, and the policies they use

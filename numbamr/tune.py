@@ -27,6 +27,7 @@ from . import dtypes
 from .errors import NumbamrError
 from .lowered import Compiled
 from .lowering import KernelOptions
+from .lowering.pack import packable_bytes
 from .runtime import cudadriver, device, diskcache
 from .runtime.launch import make_launchers, run
 
@@ -45,7 +46,8 @@ def applies(simulator):
 def candidates(lowered, forced):
     """Option sets to time: {} (the heuristics' choice), then one change each to the layout
     of the kernel with the most threads; fields in ``forced`` stay as the user set them."""
-    main = max(lowered.kernels, key=lambda k: k.grid * k.block).layout
+    biggest = max(lowered.kernels, key=lambda k: k.grid * k.block)
+    main, main_kernel = biggest.layout, biggest.kernel
     t = main.threads_per_row
     out = [{}, {"threads_per_row": t // 2}, {"threads_per_row": t * 2}, {"blocks_per_sm": 2}]
     if any(plan.resident for plan in main.groups):
@@ -64,6 +66,10 @@ def candidates(lowered, forced):
             out.append({"rows_per_block": max(1, rb // 4)})
         if t * rb * 4 <= 1024:
             out.append({"rows_per_block": rb * 4})
+    if main.layout == "col" and main_kernel.columns == 1 and \
+            (packable_bytes(main_kernel) or 4) < 4:
+        # adjacent columns a thread: two-byte columns read as the four-byte words of float32
+        out.append({"columns": 4 // packable_bytes(main_kernel)})
     if device.capable(device.arch(), device.L2_POLICY_ARCH) and \
             any(ins.op == "VLOAD" for k in lowered.kernels for ins in k.program.instrs):
         # loads under the L2 evict_last policy the other way round (on the H200, 1-2.3%

@@ -2,6 +2,8 @@
 from collections import OrderedDict
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from ..errors import ArgumentError
 from .kernel import build_kernel, format_kernel
 from .options import KernelOptions
@@ -9,6 +11,7 @@ from .heuristics import choose
 from .fingerprint import generic_fingerprint
 from .linearize import grid_of, linearize, format_program
 from .online import find_fusions
+from .pack import pack_columns, packable_bytes
 from .verify import verify
 from .emit import emit, launched_dependent
 
@@ -73,13 +76,49 @@ def lower_built(kernel, options=None, simulator=False, aligned=None, targets=Non
 
 def _lower_fresh(kernel, options, simulator, aligned, targets, cc):
     from ..runtime.device import clusters_available
-    layout = choose(kernel, options, simulator, clusters=not simulator and clusters_available(cc),
-                    aligned=aligned)
-    fusions = find_fusions(kernel, layout)
-    program = verify(linearize(kernel, layout, aligned, simulator, fusions))
-    return LoweredKernel(kernel.name, kernel, layout, program, emit(program, "cuda", cc),
+    clusters = not simulator and clusters_available(cc)
+    layout = choose(kernel, options, simulator, clusters=clusters, aligned=aligned)
+    program = _packed_program(kernel, layout, options, simulator, clusters, aligned) or \
+        _program(kernel, layout, aligned, simulator)
+    return LoweredKernel(kernel.name, program.kernel, program.layout, program,
+                         emit(program, "cuda", cc),
                          emit(program, "sim") if simulator else None, targets,
-                         launched_dependent(layout, cc))
+                         launched_dependent(program.layout, cc))
+
+
+def _program(kernel, layout, aligned, simulator):
+    fusions = find_fusions(kernel, layout)
+    return verify(linearize(kernel, layout, aligned, simulator, fusions))
+
+
+STATIC_SHARED = 48 * 1024       # bytes of shared arrays a kernel may declare
+
+
+def _packed_program(kernel, layout, options, simulator, clusters, aligned):
+    """The program of ``kernel`` with ``options.columns`` adjacent columns a thread
+    (``pack.pack_columns``), its column layout chosen again, where it takes them: a column
+    layout with a load narrower than 4 bytes, from buffers whose base is aligned, whose
+    reduces' shared arrays then stay within what a kernel may declare; else None. Its
+    layout keeps the blocks and threads of ``layout`` (docs/heuristics.md#column-pairs)."""
+    w = options.columns if options is not None and options.columns else 1
+    if layout.layout != "col" or w == 1 or (packable_bytes(kernel) or 4) >= 4:
+        return None
+    packed = pack_columns(kernel, w)
+    if packed is None or aligned is not None and \
+            any(("in", head.arg[0]) not in aligned for head, _ in packed.lanes.values()):
+        return None     # (a buffer whose base is not aligned: scalar loads of every column)
+    # the same blocks of as many threads: w times the threads down each column, each
+    # thread w columns of a w-th of the positions
+    t, rb = layout.threads_per_row * w, max(1, layout.rows_per_block // w)
+    if t > 1024 or t * rb > 1024:
+        return None
+    forced = replace(options or KernelOptions(), layout="col", threads_per_row=t,
+                     rows_per_block=rb)
+    layout = choose(packed, forced, simulator, clusters=clusters, aligned=aligned)
+    program = _program(packed, layout, aligned, simulator)
+    shared = sum(int(np.prod(shape)) * np.dtype(dt).itemsize
+                 for _, shape, dt, _ in program.shared)
+    return program if shared <= STATIC_SHARED else None
 
 
 def _memo_key(kernel, options, simulator, aligned, targets, cc):

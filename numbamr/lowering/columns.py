@@ -3,6 +3,7 @@ iteration, and the occupancy its grid is sized for (docs/heuristics.md#column-bl
 the sections after it)."""
 import numpy as np
 
+from ..ops import ReduceKind
 from .accesses import address_step, group_accesses, pow2_ceil, writes_rows
 from .profile import H200
 
@@ -35,9 +36,11 @@ def col_unroll(kernel, g, floor=False):
     kept at two a multiprocessor, ``col_floor``)."""
     if not aligned_columns(kernel, g):
         return COL_UNROLL
-    if floor and partial_registers(kernel) > COL_FLOOR_PARTIALS:
-        return COL_UNROLL_FLOOR
-    return COL_UNROLL_ALIGNED
+    # a thread of a packed row (``pack.pack_columns``) loads that many columns a chunk:
+    # as many bytes in flight in a w-th of the chunks
+    partials = partial_registers(kernel) // kernel.columns
+    chunks = COL_UNROLL_FLOOR if floor and partials > COL_FLOOR_PARTIALS else COL_UNROLL_ALIGNED
+    return max(1, chunks // kernel.columns)
 
 
 def aligned_columns(kernel, g):
@@ -49,12 +52,16 @@ def aligned_columns(kernel, g):
         all(step is not None and step * size % 16 == 0 for step, size in strides)
 
 
+ARG_KINDS = (ReduceKind.ARGMAX, ReduceKind.ARGMIN)
+
+
 def partial_registers(kernel):
     """32-bit registers a thread's partials of ``kernel``'s reduces take (an arg reduce: its
     value and its int64 index)."""
-    from .linearize.literals import is_arg     # (the linearize package imports this module)
-    return sum(-(-np.dtype(r.value_dtype if is_arg(r) else r.dtype).itemsize // 4) +
-               (2 if is_arg(r) else 0) for r in kernel.reduces)
+    def registers(r):
+        arg = r.kind in ARG_KINDS
+        return -(-np.dtype(r.value_dtype if arg else r.dtype).itemsize // 4) + 2 * arg
+    return sum(registers(r) for r in kernel.reduces)
 
 
 COL_THREADS = PROFILE.sms * THREADS_PER_SM     # threads of a column layout's grid: one wave

@@ -332,7 +332,7 @@ def _group_plan(kernel, g, forced, layout, t, split, simulator, floor=False):
     if forced.upcast is not None:
         resident = need <= forced.upcast
     else:       # keep at most 32 values per thread and array in registers
-        resident = need * v <= (16 if simulator else 32)
+        resident = need * v * kernel.columns <= (16 if simulator else 32)
     if resident:
         return GroupPlan(v, need, True, edges=edges)
     unroll = forced.unroll if forced.unroll is not None else \

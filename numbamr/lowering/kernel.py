@@ -52,6 +52,11 @@ class Kernel:
     outputs: list              # (dtype, shape) per output position
     arg_names: dict = field(default_factory=dict)
     generic: bool = False       # its code is the same for every row count (a parameter)
+    # adjacent rows (columns of a column layout) each row of this kernel holds, and the
+    # loads that are an element of another's vector load: load Val id -> (Val, element)
+    # (``pack.pack_columns``)
+    columns: int = 1
+    lanes: dict = field(default_factory=dict)
 
     @property
     def nrows(self):

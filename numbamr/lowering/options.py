@@ -90,6 +90,12 @@ class KernelOptions:
                      contiguous rows. 0 never. By default rows split across a cluster take
                      2 where they read such weights and one reduce depends on another (two
                      exchanges a row)
+    columns:         1, 2 or 4 adjacent columns each thread of a column layout takes, every
+                     value computed for each and the adjacent elements of a load read as
+                     one vector (a two-byte dtype: 2 columns make the 4-byte loads of
+                     float32). Applies to column layouts whose row count it divides and
+                     whose loads along the reduced axis read the columns as adjacent
+                     elements, aligned; other kernels are unaffected. By default 1
     """
     threads_per_row: int = None
     rows_per_block: int = None
@@ -108,6 +114,7 @@ class KernelOptions:
     reciprocal: int = None
     evict_last: int = None
     persistent: int = None
+    columns: int = None
 
     def __post_init__(self):
         for f in fields(self):
@@ -147,6 +154,8 @@ class KernelOptions:
         if self.persistent is not None and not 0 <= self.persistent <= MAX_ROWS_AHEAD:
             raise ArgumentError(f"option persistent must be 0..{MAX_ROWS_AHEAD}, "
                                 f"got {self.persistent}")
+        if self.columns is not None and self.columns not in (1, 2, 4):
+            raise ArgumentError(f"option columns must be 1, 2 or 4, got {self.columns}")
         sp = self.split
         if sp is not None and (sp < 1 or sp > MAX_SPLIT):
             raise ArgumentError(f"option split must be in 1..{MAX_SPLIT}, "

@@ -121,9 +121,13 @@ class Expr:
         base = Expr.make(whole, q_const)
         if 0 <= lo and hi < d:
             return base
-        g = gcd(d, r_const, *rest.values())
-        if g > 1:
-            rest_e, d = Expr.make({a: c // g for a, c in rest.items()}, r_const // g), d // g
+        g = gcd(d, *rest.values())
+        if g > 1:       # (g y + r) // (g m) == (y + r // g) // m for an integer y
+            rest_e = Expr.make({a: c // g for a, c in rest.items()}, r_const // g)
+            d = d // g
+            lo, hi = rest_e.bounds()
+            if 0 <= lo and hi < d:
+                return base
         if not rest_e.terms:
             return base + rest_e.const // d
         if len(rest_e.terms) == 1 and rest_e.const == 0 and rest_e.terms[0][1] == 1 \
@@ -144,6 +148,10 @@ class Expr:
             return rest_e
         if not rest_e.terms:
             return Expr((), rest_e.const % d)
+        g = gcd(d, *rest.values())
+        if g > 1:       # (g y + r) % (g m) == g ((y + r // g) % m) + r % g for an integer y
+            y = Expr.make({a: c // g for a, c in rest.items()}, rest_e.const // g)
+            return (y % (d // g)) * g + rest_e.const % g
         if len(rest_e.terms) == 1 and rest_e.const == 0 and rest_e.terms[0][1] == 1:
             a = rest_e.terms[0][0]
             if isinstance(a, _Mod) and a.d % d == 0:     # (x % (k d)) % d == x % d

@@ -57,6 +57,9 @@ class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, P
         self.row_memo = {}                # Val id -> name or literal (row-level values)
         self.recip_memo = {}              # Val id -> (reciprocal, scale) of a row-level divisor
         self.elem_memo = {}               # (Val id, group id, u, v) -> name
+        self.column_lanes = {}            # a packed row's column 0 load id -> [(id, j)]
+        for lane, (head, j) in kernel.lanes.items():
+            self.column_lanes.setdefault(head.id, []).append((lane, j))
         self.index_memo = {}              # rendered row-level index text -> name
         self.red = {}                     # reduce id -> (value name, index name or None)
         self.shared = []

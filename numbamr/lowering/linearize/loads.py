@@ -45,6 +45,14 @@ class LoadsMixin:
         return got
 
     def memory_load(self, val, ch, v):
+        head = self.k.lanes.get(val.id)
+        if head is not None and self.aligned_buffer(head[0]):
+            key = (val.id,) + self._chunk_key(ch, v)
+            if key not in self.elem_memo:
+                self.column_load(head[0], ch, v)
+            return self.elem_memo[key]
+        if val.id in self.column_lanes and self.aligned_buffer(val):
+            return self.column_load(val, ch, v)
         pos, addr = val.arg
         buf = self.buf[("in", pos)]
         base = self.k.inputs[pos][1]
@@ -69,6 +77,34 @@ class LoadsMixin:
                  dtype=dt)
         self._as_bool([name], [raw])
         return name
+
+    def column_load(self, head, ch, v):
+        """The vector of a packed row's adjacent columns (``pack.pack_columns``) at chunk
+        ``ch`` position ``v`` (or the row's own position: ``ch`` None): named for column 0,
+        its other elements kept for the loads of the other columns."""
+        pos, addr = head.arg
+        text, names = self.address(addr, ch, v)
+        where = f"{ch.qvar}_{v}" if ch is not None else "row"
+        outs = [self.names.new(f"{self.k.inputs[pos][1]}_{where}_c{j}")
+                for j in range(self.k.columns)]
+        mask = ch.mask if ch is not None else self.row_mask
+        raw, dt = self._raw(outs, head.dtype)
+        self.add("VLOAD", tuple(raw), (self.buf[("in", pos)],) + names +
+                 ((mask,) if mask else ()), arg=(text, mask), dtype=dt)
+        self._as_bool(outs, raw)
+        for lane, j in self.column_lanes[head.id]:
+            self.elem_memo[(lane,) + self._chunk_key(ch, v)] = outs[j]
+        return outs[0]
+
+    @staticmethod
+    def _chunk_key(ch, v):
+        """The rest of an ``elem_memo`` key: (group id, chunk, position)."""
+        return (ch.group.id, ch.u, v) if ch is not None else (None, None, v)
+
+    def aligned_buffer(self, load):
+        """Is the base of the buffer ``load`` reads 16-byte aligned (or not known not to
+        be: the PTX tier)?"""
+        return self.aligned is None or ("in", load.arg[0]) in self.aligned
 
     # bool buffers are bytes (uint8 pointers): a bool is loaded as its byte, then taken as
     # "not zero" (NumPy's truth of a byte), and stored as the byte 0 or 1

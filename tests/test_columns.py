@@ -1,0 +1,170 @@
+"""Adjacent columns a thread (``columns=2`` or 4): a column layout's rows packed, the
+narrow loads of a thread's columns one word. The simulator checks the values against
+float64 NumPy across block boundaries; the PTX tier checks the loads and registers
+(docs/heuristics.md#column-pairs)."""
+import itertools
+import random
+
+import numpy as np
+import pytest
+
+import numbamr as nm
+from numbamr.errors import ArgumentError
+from numbamr.lowering import symbolic as sym
+from helpers import check
+from test_ptx import compile_report, lower_for_gpu
+from test_ptx_models import _arrays, _on, models
+
+
+def colvar(x):
+    return x.astype(np.float32).var(axis=0)
+
+
+def sum_and_max(x):
+    return x.astype(np.float32).sum(axis=0), x.max(axis=0)
+
+
+def argmax(x):
+    return x.argmax(axis=0)
+
+
+def colsoftmax(x):          # writes every element: the packed rows store each column's
+    y = x.astype(np.float32)
+    e = np.exp(y - y.max(axis=0))
+    return e / e.sum(axis=0)
+
+
+def count(x):
+    return x.sum(axis=0)
+
+
+def _packed_columns(fn, x, w):
+    """The columns each row of the kernel that reads ``x`` holds."""
+    (k,) = nm.jit(columns=w)(fn).lower(x).kernels
+    return k.kernel.columns
+
+
+@pytest.mark.parametrize("w", [2, 4])
+@pytest.mark.parametrize("rows", [2, 31, 33, 257])
+@pytest.mark.parametrize("fn", [colvar, sum_and_max, argmax, colsoftmax],
+                         ids=lambda f: f.__name__)
+def test_packed_columns_match_numpy(fn, rows, w):
+    """Half-precision columns, ``w`` a thread: each column's values as float64 NumPy's,
+    over row counts on both sides of a warp and a block."""
+    x = np.random.default_rng(rows).standard_normal((rows, 96)).astype(np.float16)
+    assert _packed_columns(fn, x, w) == w
+    check(fn, x, rtol=2e-3, jitted=nm.jit(columns=w)(fn))
+
+
+@pytest.mark.parametrize("options", [dict(columns=2, split=4), dict(columns=4, split=3)],
+                         ids=str)
+def test_packed_columns_split_across_blocks_match_numpy(options):
+    """Packed columns whose rows are split across blocks (one kernel, the partials
+    exchanged): variance and argmax of every column as float64 NumPy's."""
+    x = np.random.default_rng(4).standard_normal((300, 64)).astype(np.float16)
+    fn = lambda x: (colvar(x), argmax(x))        # noqa: E731
+    jf = nm.jit(**options)(fn)
+    (k,) = jf.lower(x).kernels
+    assert (k.kernel.columns, k.layout.split) == (options["columns"], options["split"])
+    check(fn, x, rtol=2e-3, jitted=jf)
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8])
+def test_one_byte_columns_pack_four(dtype):
+    """Counts of one-byte columns, 4 a thread (one 32-bit word): exact."""
+    x = (np.random.default_rng(1).random((129, 64)) * 3).astype(dtype)
+    assert _packed_columns(count, x, 4) == 4
+    check(count, x, jitted=nm.jit(columns=4)(count))
+
+
+def test_batch_norm_statistics_of_3d_bfloat16_pack_pairs():
+    """Batch-norm statistics over the two leading axes of a bfloat16 array: the segment
+    kernel packs pairs of channels; mean and variance as float64 NumPy's."""
+    pytest.importorskip("ml_dtypes")
+    fn = models.np_ops()["bnstats"]
+    (x,) = _arrays("bnstats", (4, 50, 64), "bfloat16")
+    x[...] = np.random.default_rng(2).standard_normal(x.shape).astype(x.dtype)
+    jf = nm.jit(columns=2)(fn)
+    assert 2 in [k.kernel.columns for k in jf.lower(x).kernels]
+    check(fn, x, rtol=1e-4, jitted=jf)
+
+
+@pytest.mark.parametrize("view", ["odd_count", "odd_start", "float32"])
+def test_columns_that_do_not_pair_keep_one_a_thread(view):
+    """A column count 4 does not divide, a view whose first column is not on a word, and
+    four-byte columns (already words): one column a thread, values still NumPy's."""
+    base = np.random.default_rng(3).standard_normal((70, 66)).astype(np.float16)
+    x = {"odd_count": base[:, :62], "odd_start": base[:, 1:65],
+         "float32": base.astype(np.float32)}[view]
+    w = 4 if view == "odd_count" else 2
+    assert _packed_columns(colvar, x, w) == 1
+    check(colvar, x, rtol=2e-3, jitted=nm.jit(columns=w)(colvar))
+
+
+def test_option_columns_is_checked():
+    with pytest.raises(ArgumentError, match="option columns must be 1, 2 or 4, got 3"):
+        nm.jit(columns=3)
+    assert nm.KernelOptions(columns=2).columns == 2
+
+
+def test_packed_layout_keeps_the_blocks_and_threads(monkeypatch):
+    """At GPU sizes the packed kernel keeps the grid and block of the unpacked one, with
+    twice the threads down each column and half the chunks a loop iteration."""
+    _on(monkeypatch, (9, 0))
+    fn = models.np_ops()["bnstats"]
+    args = _arrays("bnstats", (262144, 128), "bfloat16")
+    plain = lower_for_gpu(fn, args).kernels[0]
+    packed = lower_for_gpu(nm.jit(columns=2)(fn), args).kernels[0]
+    assert packed.kernel.columns == 2 and plain.kernel.columns == 1
+    assert (packed.grid, packed.block) == (plain.grid, plain.block)
+    assert packed.layout.threads_per_row == 2 * plain.layout.threads_per_row
+    assert 2 * packed.layout.groups[0].chunks == plain.layout.groups[0].chunks
+
+
+def test_autotuner_tries_packed_columns(monkeypatch):
+    """The autotuner's candidates for a column layout of two-byte loads hold columns=2;
+    for float32 columns they hold none."""
+    from numbamr import tune
+    _on(monkeypatch, (9, 0))
+    fn = models.np_ops()["bnstats"]
+    narrow = lower_for_gpu(fn, _arrays("bnstats", (262144, 128), "bfloat16"))
+    wide = lower_for_gpu(fn, _arrays("bnstats", (262144, 128), "float32"))
+    assert {"columns": 2} in tune.candidates(narrow, nm.KernelOptions())
+    assert not any("columns" in c for c in tune.candidates(wide, nm.KernelOptions()))
+
+
+@pytest.mark.ptx
+@pytest.mark.xdist_group("ptx")
+@pytest.mark.parametrize("shape,dtype", [((262144, 128), "bfloat16"),
+                                         ((32, 2048, 256), "float16")], ids=str)
+def test_packed_columns_load_words_without_spills(monkeypatch, shape, dtype):
+    """The packed segment kernel of batch-norm statistics reads its input as 32-bit words
+    (no two-byte load) and compiles for sm_90 without spills or local memory."""
+    _on(monkeypatch, (9, 0))
+    fn = models.np_ops()["bnstats"]
+    k = lower_for_gpu(nm.jit(columns=2)(fn), _arrays("bnstats", shape, dtype)).kernels[0]
+    assert k.kernel.columns == 2
+    assert "vload(x, " in k.source
+    (r,) = compile_report([k])
+    assert r["ok"], r["error"]
+    assert r["spill_bytes"] == r["stack_bytes"] == r["local_accesses"] == 0, r
+    assert r["scalar_global_loads"] > 0 and r["half_loads"] == 0, r
+
+
+def test_floor_division_and_modulo_by_a_common_factor_are_exact():
+    """(g y + r) // (g m) and (g y + r) % (g m), simplified through the common factor g of
+    the coefficients, equal Python's at every point (the packed rows' addresses rely on
+    (2 r' + 1) // 128 == r' // 64)."""
+    rng = random.Random(0)
+    x, y = sym.Var("x", 300), sym.Var("y", 37)
+    for _ in range(400):
+        a, b, c = rng.randint(-12, 12), rng.randint(-6, 6), rng.randint(-50, 50)
+        d = rng.choice([2, 3, 4, 6, 8, 12, 16, 128])
+        e = sym.lift(x) * a + sym.lift(y) * b + c
+        for got, op in ((e // d, lambda v: v // d), (e % d, lambda v: v % d)):
+            for xv, yv in itertools.islice(zip(range(0, 300, 7), itertools.cycle(range(37))),
+                                           40):
+                at = got.substitute({x: sym.lift(xv), y: sym.lift(yv)})
+                assert at.is_const() and at.const == op(a * xv + b * yv + c), (a, b, c, d)
+    r = sym.Var("r", 4096)
+    assert ((sym.lift(r) * 2 + 1) // 128).render() == ((sym.lift(r)) // 64).render()
