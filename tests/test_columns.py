@@ -1,7 +1,8 @@
-"""Adjacent columns a thread (``columns=2`` or 4): a column layout's rows packed, the
-narrow loads of a thread's columns one word. The simulator checks the values against
-float64 NumPy across block boundaries; the PTX tier checks the loads and registers
-(docs/heuristics.md#column-pairs)."""
+"""Column layouts: adjacent columns a thread (``columns=2`` or 4: a column layout's rows
+packed, the narrow loads of a thread's columns one word, docs/heuristics.md#column-pairs),
+and the shared arrays of many column reductions kept within what a kernel may declare. The
+simulator checks the values against float64 NumPy across block boundaries; the PTX tier
+checks the loads, registers and shared memory."""
 import itertools
 import random
 
@@ -168,3 +169,36 @@ def test_floor_division_and_modulo_by_a_common_factor_are_exact():
                 assert at.is_const() and at.const == op(a * xv + b * yv + c), (a, b, c, d)
     r = sym.Var("r", 4096)
     assert ((sym.lift(r) * 2 + 1) // 128).render() == ((sym.lift(r)) // 64).render()
+
+
+def many_stats(x):
+    return (x.mean(axis=0), x.var(axis=0), x.min(axis=0), x.max(axis=0), (x * x).sum(axis=0),
+            x.argmax(axis=0), np.abs(x).sum(axis=0))
+
+
+def _shared_bytes(k):
+    return sum(int(np.prod(shape)) * np.dtype(dt).itemsize
+               for _, shape, dt, _ in k.program.shared)
+
+
+@pytest.mark.ptx
+@pytest.mark.xdist_group("ptx")
+def test_many_float64_column_reductions_fit_the_shared_memory_of_a_kernel(monkeypatch):
+    """Seven float64 statistics of each column (eight accumulators) at 8192 x 8192: no
+    kernel declares more than 48 KB of shared arrays (blocks of 1024 threads would need 64),
+    and each compiles for sm_90."""
+    _on(monkeypatch, (9, 0))
+    kernels = lower_for_gpu(many_stats, (np.empty((8192, 8192), np.float64),)).kernels
+    assert any(k.layout.layout == "col" and len(k.program.shared) >= 7 for k in kernels)
+    assert all(_shared_bytes(k) <= 48 * 1024 for k in kernels)
+    for k, r in zip(kernels, compile_report(kernels)):
+        assert r["ok"], (k.name, r["error"])
+
+
+def test_forced_blocks_too_big_for_the_shared_arrays_are_an_argument_error(monkeypatch):
+    """Forced 32 x 32 column blocks for the seven statistics: a clear error that names the
+    options, not a kernel the compiler refuses."""
+    _on(monkeypatch, (9, 0))
+    jf = nm.jit(layout="col", threads_per_row=32, rows_per_block=32)(many_stats)
+    with pytest.raises(ArgumentError, match="more than the 49152 a kernel may declare"):
+        lower_for_gpu(jf, (np.empty((8192, 8192), np.float64),))

@@ -79,7 +79,7 @@ def _lower_fresh(kernel, options, simulator, aligned, targets, cc):
     clusters = not simulator and clusters_available(cc)
     layout = choose(kernel, options, simulator, clusters=clusters, aligned=aligned)
     program = _packed_program(kernel, layout, options, simulator, clusters, aligned) or \
-        _program(kernel, layout, aligned, simulator)
+        _fitted_program(kernel, layout, options, simulator, clusters, aligned)
     return LoweredKernel(kernel.name, program.kernel, program.layout, program,
                          emit(program, "cuda", cc),
                          emit(program, "sim") if simulator else None, targets,
@@ -92,6 +92,31 @@ def _program(kernel, layout, aligned, simulator):
 
 
 STATIC_SHARED = 48 * 1024       # bytes of shared arrays a kernel may declare
+
+
+def _shared_bytes(program):
+    return sum(int(np.prod(shape)) * np.dtype(dt).itemsize for _, shape, dt, _ in program.shared)
+
+
+def _fitted_program(kernel, layout, options, simulator, clusters, aligned):
+    """The program of ``kernel`` in ``layout``; where its reduces' shared arrays (one
+    value a thread and accumulator, in a column layout) would pass what a kernel may
+    declare, in the same layout with half the threads down each column, until they fit."""
+    program = _program(kernel, layout, aligned, simulator)
+    while _shared_bytes(program) > STATIC_SHARED:
+        t, rb = layout.threads_per_row, layout.rows_per_block
+        if layout.layout != "col" or t == 1 or options is not None and \
+                (options.threads_per_row or options.rows_per_block):
+            raise ArgumentError(
+                f"the {len(kernel.reduces)} reductions of kernel {kernel.name} need "
+                f"{_shared_bytes(program)} bytes of shared memory in blocks of {t} x {rb} "
+                f"threads, more than the {STATIC_SHARED} a kernel may declare: force "
+                "fewer threads_per_row or rows_per_block")
+        forced = replace(options or KernelOptions(), layout="col", threads_per_row=t // 2,
+                         rows_per_block=rb)
+        layout = choose(kernel, forced, simulator, clusters=clusters, aligned=aligned)
+        program = _program(kernel, layout, aligned, simulator)
+    return program
 
 
 def _packed_program(kernel, layout, options, simulator, clusters, aligned):
@@ -116,9 +141,7 @@ def _packed_program(kernel, layout, options, simulator, clusters, aligned):
                      rows_per_block=rb)
     layout = choose(packed, forced, simulator, clusters=clusters, aligned=aligned)
     program = _program(packed, layout, aligned, simulator)
-    shared = sum(int(np.prod(shape)) * np.dtype(dt).itemsize
-                 for _, shape, dt, _ in program.shared)
-    return program if shared <= STATIC_SHARED else None
+    return program if _shared_bytes(program) <= STATIC_SHARED else None
 
 
 def _memo_key(kernel, options, simulator, aligned, targets, cc):
