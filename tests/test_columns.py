@@ -202,3 +202,26 @@ def test_forced_blocks_too_big_for_the_shared_arrays_are_an_argument_error(monke
     jf = nm.jit(layout="col", threads_per_row=32, rows_per_block=32)(many_stats)
     with pytest.raises(ArgumentError, match="more than the 49152 a kernel may declare"):
         lower_for_gpu(jf, (np.empty((8192, 8192), np.float64),))
+
+
+def five_stats(x):
+    return x.sum(axis=0), x.max(axis=0), x.min(axis=0), (x * x).sum(axis=0), np.abs(x).sum(axis=0)
+
+
+@pytest.mark.ptx
+@pytest.mark.xdist_group("ptx")
+@pytest.mark.parametrize("dtype,floor", [(np.float32, 2), (np.float64, 0), (np.int64, 0)],
+                         ids=str)
+def test_two_blocks_a_multiprocessor_only_where_the_partials_fit(monkeypatch, dtype, floor):
+    """Five column sums and extremes at 8192 x 8192: 5 registers of float32 partials a
+    column keep the two-block floor (32 registers a thread), 10 of float64 or int64 go
+    without it; neither spills (docs/heuristics.md#column-occupancy)."""
+    _on(monkeypatch, (9, 0))
+    k = max(lower_for_gpu(five_stats, (np.empty((8192, 8192), dtype),)).kernels,
+            key=lambda k: k.grid * k.block)
+    assert k.layout.layout == "col"
+    assert k.layout.block_threads == 1024 and k.grid > 132
+    assert k.layout.min_blocks_per_sm == floor
+    (r,) = compile_report([k])
+    assert r["ok"], r["error"]
+    assert r["spill_bytes"] == r["stack_bytes"] == 0, r

@@ -29,6 +29,7 @@ COL_UNROLL = 8
 COL_UNROLL_ALIGNED = 32
 COL_UNROLL_FLOOR = 16
 COL_FLOOR_PARTIALS = 4
+COL_FLOOR_MOST_PARTIALS = 8     # partials a column past which a thread needs more than 32
 
 
 def col_unroll(kernel, g, floor=False):
@@ -38,8 +39,8 @@ def col_unroll(kernel, g, floor=False):
         return COL_UNROLL
     # a thread of a packed row (``pack.pack_columns``) loads that many columns a chunk:
     # as many bytes in flight in a w-th of the chunks
-    partials = partial_registers(kernel) // kernel.columns
-    chunks = COL_UNROLL_FLOOR if floor and partials > COL_FLOOR_PARTIALS else COL_UNROLL_ALIGNED
+    chunks = COL_UNROLL_FLOOR if floor and column_partials(kernel) > COL_FLOOR_PARTIALS \
+        else COL_UNROLL_ALIGNED
     return max(1, chunks // kernel.columns)
 
 
@@ -62,6 +63,12 @@ def partial_registers(kernel):
         arg = r.kind in ARG_KINDS
         return -(-np.dtype(r.value_dtype if arg else r.dtype).itemsize // 4) + 2 * arg
     return sum(registers(r) for r in kernel.reduces)
+
+
+def column_partials(kernel):
+    """``partial_registers`` of one column of ``kernel``'s rows (a packed row holds
+    ``kernel.columns``, ``pack.pack_columns``)."""
+    return partial_registers(kernel) // kernel.columns
 
 
 COL_THREADS = PROFILE.sms * THREADS_PER_SM     # threads of a column layout's grid: one wave
@@ -94,10 +101,13 @@ def col_floor(kernel, layout):
     aligned rows; else none (0). ``col_threads`` sized that grid as one wave of two such
     blocks; a thread of 33 registers or more (float64 partials: batch-norm statistics)
     would fit only one, and the grid would run as two waves of one. Scalar loads (rows not
-    aligned) and values held in registers (a resident group) need more than 32 registers a
-    thread: those spill under the floor and go without it (docs/heuristics.md#column-occupancy)."""
+    aligned), values held in registers (a resident group) and more than 8 registers of
+    partials a column need more than 32 registers a thread: those spill under the floor and
+    go without it (docs/heuristics.md#column-occupancy)."""
     blocks = -(-kernel.layout_rows // layout.rows_per_block) * layout.split
     if layout.block_threads != 1024 or blocks <= PROFILE.sms:
         return 0
     streamed = all(not plan.resident for plan in layout.groups)
-    return 2 if streamed and all(aligned_columns(kernel, g) for g in kernel.groups) else 0
+    fits = column_partials(kernel) <= COL_FLOOR_MOST_PARTIALS
+    return 2 if streamed and fits and all(aligned_columns(kernel, g) for g in kernel.groups) \
+        else 0
