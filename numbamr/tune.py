@@ -27,7 +27,7 @@ from . import dtypes
 from .errors import NumbamrError
 from .lowered import Compiled
 from .lowering import KernelOptions
-from .lowering.pack import packable_bytes
+from .lowering.pack import word_columns
 from .runtime import cudadriver, device, diskcache
 from .runtime.launch import make_launchers, run
 
@@ -66,10 +66,10 @@ def candidates(lowered, forced):
             out.append({"rows_per_block": max(1, rb // 4)})
         if t * rb * 4 <= 1024:
             out.append({"rows_per_block": rb * 4})
-    if main.layout == "col" and main_kernel.columns == 1 and \
-            (packable_bytes(main_kernel) or 4) < 4:
+    columns = word_columns(main_kernel) if main.layout == "col" else 1
+    if main_kernel.columns == 1 and columns > 1:
         # adjacent columns a thread: two-byte columns read as the four-byte words of float32
-        out.append({"columns": 4 // packable_bytes(main_kernel)})
+        out.append({"columns": columns})
     if device.capable(device.arch(), device.L2_POLICY_ARCH) and \
             any(ins.op == "VLOAD" for k in lowered.kernels for ins in k.program.instrs):
         # loads under the L2 evict_last policy the other way round (on the H200, 1-2.3%

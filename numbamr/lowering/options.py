@@ -16,6 +16,7 @@ from .profile import H200
 # the blocks of a split row wait for each other, so all of them must fit on the GPU at once
 MAX_SPLIT = 32
 MAX_ROWS_AHEAD = 4
+COLUMNS = (1, 2, 4)        # adjacent columns a thread of a column layout may take
 
 
 @dataclass(frozen=True)
@@ -154,7 +155,7 @@ class KernelOptions:
         if self.persistent is not None and not 0 <= self.persistent <= MAX_ROWS_AHEAD:
             raise ArgumentError(f"option persistent must be 0..{MAX_ROWS_AHEAD}, "
                                 f"got {self.persistent}")
-        if self.columns is not None and self.columns not in (1, 2, 4):
+        if self.columns is not None and self.columns not in COLUMNS:
             raise ArgumentError(f"option columns must be 1, 2 or 4, got {self.columns}")
         sp = self.split
         if sp is not None and (sp < 1 or sp > MAX_SPLIT):

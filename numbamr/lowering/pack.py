@@ -17,8 +17,6 @@ from . import symbolic as sym
 from .evaluate import ReduceInstance, Val, walk
 from .kernel import Store
 
-COLUMNS = (1, 2, 4)        # adjacent columns a thread may take
-
 
 def pack_columns(kernel, w):
     """``kernel`` with ``w`` adjacent rows a row, or None where that cannot be: a row
@@ -53,7 +51,7 @@ class _Packer:
         stores = [Store(s.output, self.val(s.value, j), s.addr.substitute(self.subs[j]),
                         s.dtype, s.group)
                   for s in k.stores for j in range(w)]
-        if not self.pair_loads(reduces, stores):
+        if not self.pair_loads():
             return None
         reduces.sort(key=lambda r: r.depth)     # (stable: dependency order within a depth)
         return replace(k, row=self.row, pshape=(k.nrows // w,), reduces=reduces,
@@ -116,14 +114,13 @@ class _Packer:
         return inst
 
     # ---- the loads of a packed row's columns: one vector ---------------------------------
-    def pair_loads(self, reduces, stores):
+    def pair_loads(self):
         """Name each column's load as an element of column 0's vector load; False where a
         load along a loop reads columns that are not adjacent, aligned elements."""
         heads = {}
-        for j in range(self.w):
-            for (col, vid), u in self.memo.items():
-                if col == j and u.op is Op.LOAD:
-                    heads.setdefault(vid, [None] * self.w)[j] = u
+        for (j, vid), u in self.memo.items():
+            if u.op is Op.LOAD:
+                heads.setdefault(vid, [None] * self.w)[j] = u
         for vid, copies in heads.items():
             first = copies[0].arg[1]
             lined_up = all((c.arg[1] - first) == j for j, c in enumerate(copies)) and \
@@ -142,10 +139,10 @@ def _along_a_loop(kernel, load):
     return bool(load.arg[1].vars() & loop_vars)
 
 
-def packable_bytes(kernel):
-    """The narrowest element a row-dependent load of ``kernel`` reads, in bytes (None: no
-    such load)."""
+def word_columns(kernel):
+    """Adjacent columns whose narrowest row-dependent load makes one 4-byte word (2 of a
+    two-byte dtype, 4 of a one-byte one); 1 where every such load is a word or more."""
     roots = [r.body for r in kernel.reduces] + [s.value for s in kernel.stores]
     sizes = [np.dtype(v.dtype).itemsize for root in roots for v in walk(root)
              if v.op is Op.LOAD and kernel.row in v.arg[1].vars()]
-    return min(sizes, default=None)
+    return max(1, 4 // min(sizes, default=4))

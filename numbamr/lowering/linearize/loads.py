@@ -46,12 +46,12 @@ class LoadsMixin:
 
     def memory_load(self, val, ch, v):
         head = self.k.lanes.get(val.id)
-        if head is not None and self.aligned_buffer(head[0]):
+        if head is not None:
             key = (val.id,) + self._chunk_key(ch, v)
             if key not in self.elem_memo:
                 self.column_load(head[0], ch, v)
             return self.elem_memo[key]
-        if val.id in self.column_lanes and self.aligned_buffer(val):
+        if val.id in self.column_lanes:
             return self.column_load(val, ch, v)
         pos, addr = val.arg
         buf = self.buf[("in", pos)]
@@ -79,9 +79,10 @@ class LoadsMixin:
         return name
 
     def column_load(self, head, ch, v):
-        """The vector of a packed row's adjacent columns (``pack.pack_columns``) at chunk
-        ``ch`` position ``v`` (or the row's own position: ``ch`` None): named for column 0,
-        its other elements kept for the loads of the other columns."""
+        """The vector of a packed row's adjacent columns (``pack.pack_columns``; packed only
+        from buffers whose base is aligned) at chunk ``ch`` position ``v`` (or the row's
+        own position: ``ch`` None): named for column 0, its other elements kept for the
+        loads of the other columns."""
         pos, addr = head.arg
         text, names = self.address(addr, ch, v)
         where = f"{ch.qvar}_{v}" if ch is not None else "row"
@@ -100,11 +101,6 @@ class LoadsMixin:
     def _chunk_key(ch, v):
         """The rest of an ``elem_memo`` key: (group id, chunk, position)."""
         return (ch.group.id, ch.u, v) if ch is not None else (None, None, v)
-
-    def aligned_buffer(self, load):
-        """Is the base of the buffer ``load`` reads 16-byte aligned (or not known not to
-        be: the PTX tier)?"""
-        return self.aligned is None or ("in", load.arg[0]) in self.aligned
 
     # bool buffers are bytes (uint8 pointers): a bool is loaded as its byte, then taken as
     # "not zero" (NumPy's truth of a byte), and stored as the byte 0 or 1
