@@ -225,3 +225,39 @@ def test_two_blocks_a_multiprocessor_only_where_the_partials_fit(monkeypatch, dt
     (r,) = compile_report([k])
     assert r["ok"], r["error"]
     assert r["spill_bytes"] == r["stack_bytes"] == 0, r
+
+
+def wide_sums(x):           # four float64 sums of float32 columns: 8 registers of partials
+    y = x.astype(np.float64)
+    return y.sum(axis=0), (y * y).sum(axis=0), np.abs(y).sum(axis=0), (y * y * y).sum(axis=0)
+
+
+def stats_and_variance(x):  # eight partials, the variance computed in one pass (a count more)
+    return (x.sum(axis=0), x.max(axis=0), x.min(axis=0), (x * x).sum(axis=0),
+            np.abs(x).sum(axis=0), x.var(axis=0), np.abs(x).max(axis=0),
+            (x * x * x).sum(axis=0))
+
+
+def six_f32_stats(x):       # six float32 partials: within the floor's registers
+    return (x.max(axis=0), x.min(axis=0), np.abs(x).sum(axis=0), (x * x * x).sum(axis=0),
+            np.abs(x).max(axis=0), np.abs(x).min(axis=0))
+
+
+@pytest.mark.ptx
+@pytest.mark.xdist_group("ptx")
+@pytest.mark.parametrize("fn,shape,floor", [(wide_sums, (8192, 8192), 0),
+                                            (stats_and_variance, (1024, 16384), 0),
+                                            (six_f32_stats, (8192, 8192), 2)],
+                         ids=lambda v: getattr(v, "__name__", str(v)))
+def test_the_floor_counts_what_the_partials_updates_hold(monkeypatch, fn, shape, floor):
+    """The two-block floor leaves 32 registers a thread: four float64 sums of float32
+    columns (each widened operand a register more) and a one-pass variance beside seven
+    more statistics (its count) go without it; six float32 statistics keep it. None
+    spills (docs/heuristics.md#column-occupancy)."""
+    _on(monkeypatch, (9, 0))
+    k = lower_for_gpu(fn, (np.empty(shape, np.float32),)).kernels[0]
+    assert k.layout.layout == "col" and k.layout.block_threads == 1024 and k.grid > 132
+    assert k.layout.min_blocks_per_sm == floor, k.layout
+    (r,) = compile_report([k])
+    assert r["ok"], r["error"]
+    assert r["spill_bytes"] == r["stack_bytes"] == r["local_accesses"] == 0, r

@@ -5,6 +5,7 @@ import numpy as np
 
 from ..ops import ReduceKind
 from .accesses import address_step, group_accesses, pow2_ceil, writes_rows
+from .online import find_fusions
 from .profile import H200
 
 PROFILE = H200          # the GPU the thresholds below were measured on
@@ -29,7 +30,7 @@ COL_UNROLL = 8
 COL_UNROLL_ALIGNED = 32
 COL_UNROLL_FLOOR = 16
 COL_FLOOR_PARTIALS = 4
-COL_FLOOR_MOST_PARTIALS = 8     # partials a column past which a thread needs more than 32
+COL_FLOOR_MOST_PARTIALS = 8     # floor_registers past which a thread needs more than 32
 
 
 def col_unroll(kernel, g, floor=False):
@@ -71,6 +72,17 @@ def column_partials(kernel):
     return partial_registers(kernel) // kernel.columns
 
 
+def floor_registers(kernel, layout):
+    """``column_partials`` and what their updates hold beside them, as the sm_90 compile
+    showed under the two-block floor: a variance computed in one pass (``online``) keeps a
+    count beside its two sums, and each 8-byte partial (a float64 sum of float32 values)
+    one more register for its widened operands (four float64 sums spilled 448 bytes)."""
+    counts = sum(f.kind == "welford" for f in find_fusions(kernel, layout))
+    wide = sum(np.dtype(r.value_dtype if r.kind in ARG_KINDS else r.dtype).itemsize == 8 or
+               r.kind in ARG_KINDS for r in kernel.reduces)
+    return column_partials(kernel) + (counts + wide) // kernel.columns
+
+
 COL_THREADS = PROFILE.sms * THREADS_PER_SM     # threads of a column layout's grid: one wave
 
 
@@ -101,13 +113,13 @@ def col_floor(kernel, layout):
     aligned rows; else none (0). ``col_threads`` sized that grid as one wave of two such
     blocks; a thread of 33 registers or more (float64 partials: batch-norm statistics)
     would fit only one, and the grid would run as two waves of one. Scalar loads (rows not
-    aligned), values held in registers (a resident group) and more than 8 registers of
-    partials a column need more than 32 registers a thread: those spill under the floor and
+    aligned), values held in registers (a resident group) and more than 8 of
+    ``floor_registers`` need more than 32 registers a thread: those spill under the floor and
     go without it (docs/heuristics.md#column-occupancy)."""
     blocks = -(-kernel.layout_rows // layout.rows_per_block) * layout.split
     if layout.block_threads != 1024 or blocks <= PROFILE.sms:
         return 0
     streamed = all(not plan.resident for plan in layout.groups)
-    fits = column_partials(kernel) <= COL_FLOOR_MOST_PARTIALS
+    fits = floor_registers(kernel, layout) <= COL_FLOOR_MOST_PARTIALS
     return 2 if streamed and fits and all(aligned_columns(kernel, g) for g in kernel.groups) \
         else 0
