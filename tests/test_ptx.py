@@ -542,3 +542,28 @@ def test_the_compile_time_script_skips_programs_numbamr_refuses():
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert f"seed {seed}: unsupported, not counted" in proc.stdout, proc.stdout
     assert "total over 0 seeds" in proc.stdout, proc.stdout
+
+
+def test_float64_rows_held_by_a_thread_count_two_registers_a_value(monkeypatch):
+    """A z-score of float64 rows of 32768 beside three statistics: the rows a thread
+    holds are counted in registers, two a value (64 values of 512 threads took all 128
+    registers and spilled 504 bytes), and the kernel compiles with none in local memory;
+    float32 rows of the same length still hold 64 values in 512 threads."""
+    from numbamr.runtime import device
+    monkeypatch.setattr(device, "arch", lambda: (9, 0))
+
+    def zscore_and_stats(x):
+        z = (x - x.mean(axis=1, keepdims=True)) / x.std(axis=1, keepdims=True)
+        return z, x.min(axis=1), x.max(axis=1), x.sum(axis=1)
+
+    held = {}
+    for dtype in (np.float64, np.float32):
+        kernels = lower_for_gpu(zscore_and_stats, (np.empty((512, 32768), dtype),)).kernels
+        for k, r in zip(kernels, compile_report(kernels)):
+            assert r["ok"], r["error"]
+            assert r["spill_bytes"] == r["stack_bytes"] == r["local_accesses"] == 0, (dtype, r)
+        g = kernels[0].layout.groups[0]
+        held[dtype] = (kernels[0].layout.threads_per_row, g.chunks * g.vector, g.staged)
+    assert held[np.float32] == (512, 64, 0)
+    t, values, staged = held[np.float64]
+    assert values * 8 // 4 <= 128 and (t, values, staged) != (512, 64, 0), held

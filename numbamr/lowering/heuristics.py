@@ -440,6 +440,13 @@ def _instead_of_1024_threads(kernel, forced, resident):
 STAGE_BUDGET = 160 * 1024      # bytes of shared memory a block may stage rows in
 
 
+def _words_a_value(kernel, g):
+    """4-byte registers each value of ``g``'s rows takes where a thread holds it: 2 for
+    8-byte loads (64 float64 values a thread of 512 are 128 registers, all there are, and
+    spilled 504 bytes: a z-score of rows of 32768 with three statistics)."""
+    return max([1] + [np.dtype(dt).itemsize // 4 for dt, _ in group_accesses(kernel, g)])
+
+
 def _staged_layout(kernel, layout, forced, simulator):
     """Rows too long for registers held in registers + shared memory (read once), when the
     shared memory they need fits the budget; else None (the rows are streamed)."""
@@ -461,10 +468,11 @@ def _staged_layout(kernel, layout, forced, simulator):
         return None
     for g, p in zip(kernel.groups, layout.groups):
         need = -(-layout.segment(g) // (t * p.vector))
-        if need * p.vector <= in_regs:
+        held = in_regs // _words_a_value(kernel, g)
+        if need * p.vector <= held:
             plans.append(replace(p, chunks=need, resident=True))
             continue
-        reg_chunks = max(1, in_regs // p.vector)
+        reg_chunks = max(1, held // p.vector)
         staged = need - reg_chunks
         loads = staged_loads(kernel, g)
         total += sum(staged_region_bytes(staged, t, p.vector, w.dtype) for w in loads)
