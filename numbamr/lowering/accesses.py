@@ -121,6 +121,11 @@ def narrowest_load(kernel):
     return min(sizes, default=4)
 
 
+def widest_access(kernel, g):
+    """Bytes of the widest element ``g``'s accesses read (0: none)."""
+    return max((np.dtype(dt).itemsize for dt, _ in group_accesses(kernel, g)), default=0)
+
+
 def writes_rows(kernel):
     """Does ``kernel`` write outputs over its rows' elements (not only a value per row)?"""
     return any(s.group is not None for s in kernel.stores)

@@ -57,13 +57,16 @@ def aligned_columns(kernel, g):
 ARG_KINDS = (ReduceKind.ARGMAX, ReduceKind.ARGMIN)
 
 
+def _partial_bytes(r):
+    """Bytes of reduce ``r``'s partial value (an arg reduce: of its value, beside which it
+    keeps an int64 index)."""
+    return np.dtype(r.value_dtype if r.kind in ARG_KINDS else r.dtype).itemsize
+
+
 def partial_registers(kernel):
     """32-bit registers a thread's partials of ``kernel``'s reduces take (an arg reduce: its
     value and its int64 index)."""
-    def registers(r):
-        arg = r.kind in ARG_KINDS
-        return -(-np.dtype(r.value_dtype if arg else r.dtype).itemsize // 4) + 2 * arg
-    return sum(registers(r) for r in kernel.reduces)
+    return sum(-(-_partial_bytes(r) // 4) + 2 * (r.kind in ARG_KINDS) for r in kernel.reduces)
 
 
 def column_partials(kernel):
@@ -76,10 +79,10 @@ def floor_registers(kernel, layout):
     """``column_partials`` and what their updates hold beside them, as the sm_90 compile
     showed under the two-block floor: a variance computed in one pass (``online``) keeps a
     count beside its two sums, and each 8-byte partial (a float64 sum of float32 values)
-    one more register for its widened operands (four float64 sums spilled 448 bytes)."""
+    or int64 index (an arg reduce) one more register for its widened operands (four
+    float64 sums spilled 448 bytes)."""
     counts = sum(f.kind == "welford" for f in find_fusions(kernel, layout))
-    wide = sum(np.dtype(r.value_dtype if r.kind in ARG_KINDS else r.dtype).itemsize == 8 or
-               r.kind in ARG_KINDS for r in kernel.reduces)
+    wide = sum(_partial_bytes(r) == 8 or r.kind in ARG_KINDS for r in kernel.reduces)
     return column_partials(kernel) + (counts + wide) // kernel.columns
 
 

@@ -6,14 +6,13 @@ measured; docs/heuristics.md says what was measured, linked from the comment bes
 """
 from dataclasses import replace
 
-import numpy as np
-
 from ..errors import ArgumentError
 from ..experimental import current_knobs
-from .accesses import (edges_fit, group_accesses, has_row_independent_loads,
+from .accesses import (edges_fit, has_row_independent_loads,
                        many_combines_to_a_value, narrowest_load, natural_width, pow2_ceil,
                        prefers_col, staged_loads, staged_region_bytes, streamed_passes,
-                       unvectorized_kernel, vector_width, whole_segments, writes_rows)
+                       unvectorized_kernel, vector_width, whole_segments, widest_access,
+                       writes_rows)
 from .columns import (COL_BLOCKS, COL_THREADS, COL_UNROLL, COL_UNROLL_ALIGNED,  # noqa: F401
                       col_floor, col_rows_per_block, col_threads, col_unroll,
                       few_columns_threads)
@@ -411,7 +410,7 @@ def _streamed_shape(kernel, forced):
     a small share (docs/heuristics.md#streamed-rows)."""
     g = kernel.groups[0]
     half = len(kernel.groups) == 1 and g.extent <= STREAM_HALF_EXTENT and \
-        max(np.dtype(dt).itemsize for dt, _ in group_accesses(kernel, g)) <= 2
+        widest_access(kernel, g) <= 2
     threads, unroll = STREAM_HALF if half else (STREAM_THREADS, STREAM_UNROLL)
     return threads, forced.unroll if forced.unroll is not None else unroll
 
@@ -444,7 +443,7 @@ def _words_a_value(kernel, g):
     """4-byte registers each value of ``g``'s rows takes where a thread holds it: 2 for
     8-byte loads (64 float64 values a thread of 512 are 128 registers, all there are, and
     spilled 504 bytes: a z-score of rows of 32768 with three statistics)."""
-    return max([1] + [np.dtype(dt).itemsize // 4 for dt, _ in group_accesses(kernel, g)])
+    return max(1, widest_access(kernel, g) // 4)
 
 
 def _staged_layout(kernel, layout, forced, simulator):
