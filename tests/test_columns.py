@@ -243,6 +243,7 @@ def six_f32_stats(x):       # six float32 partials: within the floor's registers
             np.abs(x).max(axis=0), np.abs(x).min(axis=0))
 
 
+@pytest.mark.slow
 @pytest.mark.ptx
 @pytest.mark.xdist_group("ptx")
 @pytest.mark.parametrize("fn,shape,floor", [(wide_sums, (8192, 8192), 0),

@@ -544,6 +544,7 @@ def test_the_compile_time_script_skips_programs_numbamr_refuses():
     assert "total over 0 seeds" in proc.stdout, proc.stdout
 
 
+@pytest.mark.slow
 def test_float64_rows_held_by_a_thread_count_two_registers_a_value(monkeypatch):
     """A z-score of float64 rows of 32768 beside three statistics: the rows a thread
     holds are counted in registers, two a value (64 values of 512 threads took all 128
