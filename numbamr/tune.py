@@ -66,10 +66,11 @@ def candidates(lowered, forced):
             out.append({"rows_per_block": max(1, rb // 4)})
         if t * rb * 4 <= 1024:
             out.append({"rows_per_block": rb * 4})
-    columns = word_columns(main_kernel) if main.layout == "col" else 1
-    if main_kernel.columns == 1 and columns > 1:
-        # adjacent columns a thread: two-byte columns read as the four-byte words of float32
-        out.append({"columns": columns})
+    if main.layout == "col" and main_kernel.columns > 1:
+        out.append({"columns": 1})      # packed by default: one column a thread
+    elif main.layout == "col" and word_columns(main_kernel) > 1:
+        # adjacent columns a thread: one-byte columns read as the four-byte words of float32
+        out.append({"columns": word_columns(main_kernel)})
     if device.capable(device.arch(), device.L2_POLICY_ARCH) and \
             any(ins.op == "VLOAD" for k in lowered.kernels for ins in k.program.instrs):
         # loads under the L2 evict_last policy the other way round (on the H200, 1-2.3%

@@ -11,7 +11,7 @@ from .heuristics import choose
 from .fingerprint import generic_fingerprint
 from .linearize import grid_of, linearize, format_program
 from .online import find_fusions
-from .pack import pack_columns, word_columns
+from .pack import default_columns, pack_columns, word_columns
 from .verify import verify
 from .emit import emit, launched_dependent
 
@@ -125,8 +125,10 @@ def _packed_program(kernel, layout, options, simulator, clusters, aligned):
     layout with a load narrower than 4 bytes, from buffers whose base is aligned, whose
     reduces' shared arrays then stay within what a kernel may declare; else None. Its
     layout keeps the blocks and threads of ``layout`` (docs/heuristics.md#column-pairs)."""
-    w = options.columns if options is not None and options.columns else 1
-    if layout.layout != "col" or w == 1 or word_columns(kernel) == 1:
+    if layout.layout != "col" or word_columns(kernel) == 1:
+        return None
+    w = options.columns if options is not None and options.columns else default_columns(kernel)
+    if w == 1:
         return None
     packed = pack_columns(kernel, w)
     if packed is None or aligned is not None and \
