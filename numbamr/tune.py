@@ -27,7 +27,7 @@ from . import dtypes
 from .errors import NumbamrError
 from .lowered import Compiled
 from .lowering import KernelOptions
-from .lowering.pack import word_columns
+from .lowering.pack import default_columns, word_columns
 from .runtime import cudadriver, device, diskcache
 from .runtime.launch import make_launchers, run
 
@@ -68,8 +68,9 @@ def candidates(lowered, forced):
             out.append({"rows_per_block": rb * 4})
     if main.layout == "col" and main_kernel.columns > 1:
         out.append({"columns": 1})      # packed by default: one column a thread
-    elif main.layout == "col" and word_columns(main_kernel) > 1:
+    elif main.layout == "col" and word_columns(main_kernel) > default_columns(main_kernel):
         # adjacent columns a thread: one-byte columns read as the four-byte words of float32
+        # (not two-byte ones the default packs, or could not: the same layout as {})
         out.append({"columns": word_columns(main_kernel)})
     if device.capable(device.arch(), device.L2_POLICY_ARCH) and \
             any(ins.op == "VLOAD" for k in lowered.kernels for ins in k.program.instrs):
