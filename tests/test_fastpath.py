@@ -282,6 +282,45 @@ def test_a_path_with_stream_launches_on_that_stream(fake_gpu, stream, handle):
     assert h0 == h1 == handle and after - before == 0x1000      # the one temporary
 
 
+def test_temporaries_and_exchange_buffers_share_one_allocation(fake_gpu, monkeypatch):
+    zeroed = []
+    monkeypatch.setattr(cudadriver, "memset32", lambda p, v, n, s: zeroed.append((p, v, n, s)))
+    made = []
+    monkeypatch.setattr(FakeArray, "__init__", _recording_init(made))
+    temps = [("t0", np.float32, (3, 5)), ("t1", np.float64, (7,)), ("t2", np.int8, (1,))]
+    k1 = _launcher(fake_gpu, 1, [("leaf", 0), ("tmp", "t0"), ("tmp", "t1"),
+                                 ("scratch", ("flag", 9, np.int32))])
+    k2 = _launcher(fake_gpu, 2, [("tmp", "t2"), ("tmp", "t0"),
+                                 ("scratch", ("part", 40, np.int64)), ("out", 0)])
+    call = _plan(_compiled([k1, k2], [(np.float32, (4,))], temps=temps))
+    x = FakeArray((4, 8), np.float32)
+    made.clear()
+    out = call([x])
+    block, = [a for a in made if a is not out]
+    assert block.dtype == np.uint8 and len(block.shape) == 1
+    first, second = fake_gpu.launches
+    pieces = {"t0": (first["params"][1], 60), "t1": (first["params"][2], 56),
+              "flag": (first["params"][3], 36), "t2": (second["params"][0], 1),
+              "part": (second["params"][2], 320)}
+    assert second["params"][1] == pieces["t0"][0] and second["params"][3] == out.data.ptr
+    spans = sorted(pieces.values())
+    for (p, n), (q, _) in zip(spans, spans[1:]):
+        assert p + n <= q                                   # disjoint
+    for p, n in spans:
+        assert (p - block.data.ptr) % callplan.PIECE_ALIGN == 0
+        assert block.data.ptr <= p and p + n <= block.data.ptr + block.shape[0]
+    assert zeroed == [(pieces["flag"][0], 0, 9, 77)]        # the arrival counts, on the stream
+
+
+def _recording_init(made):
+    plain = FakeArray.__init__
+
+    def init(self, shape, dtype):
+        plain(self, shape, dtype)
+        made.append(self)
+    return init
+
+
 def test_zero_size_outputs_launch_nothing(fake_gpu):
     k = _launcher(fake_gpu, 5, [("leaf", 0), ("out", 0)])
     out = _plan(_compiled([k], [(np.float32, (0, 4))]))([FakeArray((0, 4), np.float32)])

@@ -302,30 +302,19 @@ def build_plan(compiled, inputs, result_kind, device, outs=None, stream_obj=None
 def _launch_lines(src, compiled, result_kind, alloc, out_ptr, temps_on_stream):
     lowered = compiled.lowered
     launchers = [launcher for launcher in compiled.launchers if launcher.grid > 0]
-    buffers = []                          # (variable, shape, dtype, zeroed int32 words or 0)
+    pieces = []                         # (variable, bytes, zeroed int32 words or 0)
     temp_var = {}
     for j, t in enumerate(lowered.temps):
         temp_var[t.name] = f"t{j}"
-        buffers.append((f"t{j}", tuple(t.shape), t.dtype, 0))
+        pieces.append((f"t{j}", int(np.prod(t.shape)) * np.dtype(t.dtype).itemsize, 0))
     for k, launcher in enumerate(launchers):
         for j, (source, spec) in enumerate(launcher.params):
             if source == "scratch":
                 what, size, dtype = spec
-                buffers.append((f"x{k}_{j}", (size,), dtype, size if what == "flag" else 0))
-    indent = 1
-    if buffers and temps_on_stream is not None:
-        src.env["ON_STREAM"] = temps_on_stream
-        src.add("with ON_STREAM(s):")
-        indent = 2
-    for var, shape, dtype, _ in buffers:
-        d = src.name("D", _element_type(result_kind, dtype))
-        s = src.name("S", shape)
-        src.add(alloc(var, s, d), indent)
-    for var, _, _, words in buffers:
-        src.add(f"{var}p = {out_ptr.format(o=var)}")
-        if words:
-            src.env["MEMSET"] = cudadriver.memset32
-            src.add(f"MEMSET({var}p, 0, {words}, s)")
+                pieces.append((f"x{k}_{j}", size * np.dtype(dtype).itemsize,
+                               size if what == "flag" else 0))
+    if pieces:
+        _block_lines(src, pieces, result_kind, alloc, out_ptr, temps_on_stream)
     for k, launcher in enumerate(launchers):
         slots = []
         for j, (source, spec) in enumerate(launcher.params):
@@ -334,6 +323,39 @@ def _launch_lines(src, compiled, result_kind, alloc, out_ptr, temps_on_stream):
                          else f"x{k}_{j}p" if source == "scratch"
                          else str(const_slot(spec)))
         _launch(src, k, launcher.launch, slots)
+
+
+PIECE_ALIGN = 256       # each piece of a call's block starts where any vector access may
+
+
+def block_offsets(sizes):
+    """(offset of each piece, total bytes) of one block holding pieces of ``sizes`` bytes,
+    each at a multiple of PIECE_ALIGN."""
+    offsets, total = [], 0
+    for size in sizes:
+        offsets.append(total)
+        total += -(-max(size, 1) // PIECE_ALIGN) * PIECE_ALIGN
+    return offsets, total
+
+
+def _block_lines(src, pieces, result_kind, alloc, out_ptr, temps_on_stream):
+    """Lines allocating one block of bytes for a call's temporaries and exchange buffers
+    (one allocation a call, not one each: each costs the host microseconds), naming each
+    piece's pointer and zeroing the arrival counts on the call's stream."""
+    offsets, total = block_offsets([size for _, size, _ in pieces])
+    line = alloc("tb", src.name("S", (total,)), src.name("D", _element_type(result_kind, np.uint8)))
+    if temps_on_stream is not None:
+        src.env["ON_STREAM"] = temps_on_stream
+        src.add("with ON_STREAM(s):")
+        src.add(line, 2)
+    else:
+        src.add(line)
+    src.add(f"tbp = {out_ptr.format(o='tb')}")
+    for (var, _, words), offset in zip(pieces, offsets):
+        src.add(f"{var}p = tbp + {offset}")
+        if words:
+            src.env["MEMSET"] = cudadriver.memset32
+            src.add(f"MEMSET({var}p, 0, {words}, s)")
 
 
 def const_slot(value):
