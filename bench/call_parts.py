@@ -4,10 +4,10 @@ queued behind a spin kernel, see launch_floor.py: a launch queue that fills up m
 host wait for the GPU).
 
 The first table is one row per kind of call (CuPy, out=, stream=, torch, a
-__cuda_array_interface__ object, a numba device array, several outputs): the whole call,
-its key (runtime.callplan.fast_key) and its generated path alone, each timed in bursts
-issued behind a spin kernel (so the GPU's pace never shows), beside torch's own eager
-softmax on the same tensor.
+__cuda_array_interface__ object, a numba device array, several outputs, two kernels with
+temporaries between them): the whole call, its key (runtime.callplan.fast_key) and its
+generated path alone, each timed in bursts issued behind a spin kernel (so the GPU's pace
+never shows), beside torch's own eager softmax on the same tensor.
 
     python bench/call_parts.py              # on a GPU machine, with CuPy (and torch)
     python bench/call_parts.py --profile    # and cProfile of 20,000 whole calls
@@ -57,6 +57,15 @@ def stats(x):
     return x.max(axis=-1), x.sum(axis=-1)
 
 
+def column_stats(x):
+    """Batch-norm statistics: on a tall array, a kernel of partials and one that finishes
+    them, three temporaries between them, two outputs."""
+    y = x.astype(np.float32)
+    mu = y.mean(axis=0)
+    d = y - mu
+    return mu, (d * d).mean(axis=0)
+
+
 class CAI:
     """An array known only by its __cuda_array_interface__."""
 
@@ -89,6 +98,8 @@ def call_kinds(x):
     kinds += [("torch", fn, (xt,), {}), ("torch out=", fn, (xt,), {"out": torch.empty_like(xt)}),
               ("torch stream=", fn, (xt,), {"stream": torch.cuda.Stream()}),
               ("several outputs (torch)", several, (xt,), {})]
+    tall = torch.randn(16384, 128, dtype=torch.bfloat16, device="cuda")
+    kinds.append(("column statistics, 2 kernels (torch)", nm.jit(column_stats), (tall,), {}))
     return kinds
 
 
@@ -116,10 +127,10 @@ def path_table(x):
                                                       spin_ms=2), None, None))
     except ImportError:
         pass
-    print(f"{'call':28s} {'whole us':>9s} {'key us':>8s} {'path us':>8s}")
+    print(f"{'call':38s} {'whole us':>9s} {'key us':>8s} {'path us':>8s}")
     for name, whole, key, path in rows:
         cells = [f"{v:8.2f}" if v is not None else f"{'-':>8s}" for v in (key, path)]
-        print(f"{name:28s} {whole:9.2f} {cells[0]} {cells[1]}")
+        print(f"{name:38s} {whole:9.2f} {cells[0]} {cells[1]}")
     whole = {name: w for name, w, _, _ in rows}
     if "torch" in whole and "torch.softmax (eager)" in whole:
         print(f"torch call / torch.softmax: {whole['torch'] / whole['torch.softmax (eager)']:.2f}")
