@@ -67,10 +67,9 @@ def candidates(lowered, forced):
         if t * rb * 4 <= 1024:
             out.append({"rows_per_block": rb * 4})
     if main.layout == "col" and main_kernel.columns > 1:
-        out.append({"columns": 1})      # packed by default: one column a thread
+        out.append({"columns": 1})      # packed by the options: one column a thread
     elif main.layout == "col" and word_columns(main_kernel) > default_columns(main_kernel):
-        # adjacent columns a thread: one-byte columns read as the four-byte words of float32
-        # (not two-byte ones the default packs, or could not: the same layout as {})
+        # adjacent columns a thread: narrow columns read as the four-byte words of float32
         out.append({"columns": word_columns(main_kernel)})
     if device.capable(device.arch(), device.L2_POLICY_ARCH) and \
             any(ins.op == "VLOAD" for k in lowered.kernels for ins in k.program.instrs):

@@ -96,8 +96,8 @@ class KernelOptions:
                      one vector (a two-byte dtype: 2 columns make the 4-byte loads of
                      float32). Applies to column layouts whose row count it divides and
                      whose loads along the reduced axis read the columns as adjacent
-                     elements, aligned; other kernels are unaffected. By default 2
-                     where the narrowest such loads are two-byte, else 1
+                     elements, aligned; other kernels are unaffected. By default 1
+                     (docs/heuristics.md#column-pairs)
     """
     threads_per_row: int = None
     rows_per_block: int = None

@@ -149,8 +149,10 @@ def word_columns(kernel):
 
 
 def default_columns(kernel):
-    """The columns a thread of ``kernel``'s column layout takes unless forced: 2 where its
-    narrowest loads are two-byte (their pairs are float32's 4-byte words: batch-norm
-    statistics of 262144 x 128 bfloat16 on the H100, 28.6 -> 26.2 us), else 1 (one-byte
-    columns are not measured; docs/heuristics.md#column-pairs)."""
-    return 2 if word_columns(kernel) == 2 else 1
+    """The columns a thread of ``kernel``'s column layout takes unless forced: 1. Packing
+    two-byte columns in pairs cut the GPU time of batch-norm statistics of 262144 x 128
+    bfloat16 on the H100 (28.5 -> 26.2 us) but made the same statistics of 16384 x 1024 and
+    32 x 2048 x 256 six times slower (13.4 -> 79.0 us), column sums and maxima of 4096-8192
+    rows two to three times slower (docs/heuristics.md#column-pairs): ``columns=2`` is an
+    option, and a candidate of the autotuner, until the cause is found."""
+    return 1
