@@ -27,7 +27,7 @@ from . import dtypes
 from .errors import NumbamrError
 from .lowered import Compiled
 from .lowering import KernelOptions
-from .lowering.pack import default_columns, word_columns
+from .lowering.pack import DEFAULT_COLUMNS, word_columns
 from .runtime import cudadriver, device, diskcache
 from .runtime.launch import make_launchers, run
 
@@ -68,7 +68,7 @@ def candidates(lowered, forced):
             out.append({"rows_per_block": rb * 4})
     if main.layout == "col" and main_kernel.columns > 1:
         out.append({"columns": 1})      # packed by the options: one column a thread
-    elif main.layout == "col" and word_columns(main_kernel) > default_columns(main_kernel):
+    elif main.layout == "col" and word_columns(main_kernel) > DEFAULT_COLUMNS:
         # adjacent columns a thread: narrow columns read as the four-byte words of float32
         out.append({"columns": word_columns(main_kernel)})
     if device.capable(device.arch(), device.L2_POLICY_ARCH) and \

@@ -11,7 +11,7 @@ from .heuristics import choose
 from .fingerprint import generic_fingerprint
 from .linearize import grid_of, linearize, format_program
 from .online import find_fusions
-from .pack import default_columns, pack_columns, word_columns
+from .pack import DEFAULT_COLUMNS, pack_columns, word_columns
 from .verify import verify
 from .emit import emit, launched_dependent
 
@@ -127,7 +127,7 @@ def _packed_program(kernel, layout, options, simulator, clusters, aligned):
     layout keeps the blocks and threads of ``layout`` (docs/heuristics.md#column-pairs)."""
     if layout.layout != "col" or word_columns(kernel) == 1:
         return None
-    w = options.columns if options is not None and options.columns else default_columns(kernel)
+    w = options.columns if options is not None and options.columns else DEFAULT_COLUMNS
     if w == 1:
         return None
     packed = pack_columns(kernel, w)

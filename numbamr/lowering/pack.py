@@ -148,11 +148,8 @@ def word_columns(kernel):
     return max(1, 4 // min(sizes, default=4))
 
 
-def default_columns(kernel):
-    """The columns a thread of ``kernel``'s column layout takes unless forced: 1. Packing
-    two-byte columns in pairs cut the GPU time of batch-norm statistics of 262144 x 128
-    bfloat16 on the H100 (28.5 -> 26.2 us) but made the same statistics of 16384 x 1024 and
-    32 x 2048 x 256 six times slower (13.4 -> 79.0 us), column sums and maxima of 4096-8192
-    rows two to three times slower (docs/heuristics.md#column-pairs): ``columns=2`` is an
-    option, and a candidate of the autotuner, until the cause is found."""
-    return 1
+# Columns a thread of a column layout takes unless forced. Pairs of two-byte columns cut
+# batch-norm statistics of 262144 x 128 bfloat16 on the H100 (28.5 -> 26.2 us) but made the
+# same statistics of 16384 x 1024 six times slower (13.4 -> 79.0 us): columns=2 is an
+# option and an autotuner candidate until the cause is found (docs/heuristics.md#column-pairs).
+DEFAULT_COLUMNS = 1
