@@ -3,7 +3,8 @@ docs/heuristics.md#column-pairs) beside ``columns=2`` (4-byte loads) and ``colum
 (8-byte), for batch-norm statistics at the model suite's shapes and plain column reductions,
 bfloat16 and float16 torch tensors.
 GPU time per call is bench/models.py's ``gpu_time`` (CUDA events around a CUDA graph), so
-the host's cost per call is not in it.
+the host's cost per call is not in it; a time marked * could not be captured in a graph
+and is of the calls as they come (the host's gaps between launches included).
     python bench/column_pairs.py
 """
 import os
@@ -41,8 +42,9 @@ def timed(fn, x, options):
     jf = nm.jit(fn, **options)
     try:
         columns = jf.lower(x).kernels[0].kernel.columns
-        t, _ = gpu_time(lambda: jf(x))
-        return f"{t * 1e6:7.1f} us ({columns} a thread)"
+        t, how = gpu_time(lambda: jf(x))
+        mark = "" if how == "graph" else "*"      # * CUDA events around the calls themselves
+        return f"{t * 1e6:7.1f}{mark} us ({columns} a thread)"
     except Exception as e:          # printed in the table, never hidden
         return f"{type(e).__name__}: {str(e)[:100]}"
 
