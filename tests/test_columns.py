@@ -102,6 +102,31 @@ def test_columns_that_do_not_pair_keep_one_a_thread(view):
     check(colvar, x, rtol=2e-3, jitted=nm.jit(columns=w)(colvar))
 
 
+def colstats(x):             # one-pass variance, logsumexp, argmax and a sum of a column
+    y = x.astype(np.float32)
+    m = y.max(axis=0)
+    return y.var(axis=0), m + np.log(np.exp(y - m).sum(axis=0)), x.argmax(axis=0), \
+        np.abs(y - y.mean(axis=0)).sum(axis=0)
+
+
+@pytest.mark.parametrize("t", [64, 128])
+@pytest.mark.parametrize("rows", [63, 200, 700])
+def test_many_threads_down_a_column_combine_in_halving_steps(t, rows):
+    """More threads down each column than are combined in order (forced here; packed
+    columns get them too): the partials are halved in log2(t) steps, one barrier each, and
+    every column's statistics (a later reduce reading an earlier one's result among them)
+    are float64 NumPy's, at row counts below, across and past the threads' first pass."""
+    x = np.random.default_rng(rows).standard_normal((rows, 5)).astype(np.float16)
+    x[rows // 3, 2] = x[rows // 2, 2] = 9.0          # a tie: argmax takes the first
+    jf = nm.jit(layout="col", threads_per_row=t, rows_per_block=2)(colstats)
+    (k,) = jf.lower(x).kernels
+    steps = t.bit_length() - 1
+    levels = k.source.count("partials of reduces") // (1 + steps)
+    assert levels >= 2 and k.source.count("if lane < 1:") == levels, k.source
+    assert "for part in range" not in k.source
+    check(colstats, x, rtol=2e-3, jitted=jf)
+
+
 def test_option_columns_is_checked():
     with pytest.raises(ArgumentError, match="option columns must be 1, 2 or 4, got 3"):
         nm.jit(columns=3)

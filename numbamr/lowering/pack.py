@@ -150,6 +150,7 @@ def word_columns(kernel):
 
 # Columns a thread of a column layout takes unless forced. Pairs of two-byte columns cut
 # batch-norm statistics of 262144 x 128 bfloat16 on the H100 (28.5 -> 26.2 us) but made the
-# same statistics of 16384 x 1024 six times slower (13.4 -> 79.0 us): columns=2 is an
-# option and an autotuner candidate until the cause is found (docs/heuristics.md#column-pairs).
+# same statistics of 16384 x 1024 six times slower (13.4 -> 79.0 us), where its 64 threads a
+# column combined their partials in order: columns=2 is an option and an autotuner candidate
+# until the halving combine that replaced that is timed (docs/heuristics.md#column-pairs).
 DEFAULT_COLUMNS = 1

@@ -5,7 +5,9 @@ from ...ops import Op
 from .literals import const_literal, is_arg
 
 # shared-memory partials combined without a loop (see combine_partials): a row layout has at
-# most 32 (1024 threads), where a loop costs (docs/heuristics.md#unrolled-partials)
+# most 32 (1024 threads), where a loop costs (docs/heuristics.md#unrolled-partials); a column
+# layout with more threads down each column (forced, or packed columns) halves them in steps
+# (tree_combine, docs/heuristics.md#tree-partials)
 UNROLLED_PARTIALS = 32
 
 
@@ -64,8 +66,45 @@ class CombineMixin:
         if cond:
             self.add("ENDIF", arg=cond)
         self.add("BARRIER", arg=tuple(r.id for r in level))
+        if self.L.layout == "col" and count > UNROLLED_PARTIALS and count & (count - 1) == 0:
+            self.tree_combine(level, accs, smem, count)
+            return
         for r in level:
             accs[r.id] = self.combine_partials(r, self._kind(r), smem[r.id], count)
+
+    def tree_combine(self, level, accs, smem, count):
+        """A column's ``count`` partials (a power of two past UNROLLED_PARTIALS) halved in
+        log2(count) steps, each behind a barrier: the lower half of the column's threads
+        take in the partial ``off`` threads above theirs and write the result back; then
+        every thread reads the column's result from its first slot. Combined in order, every
+        thread of the block would read all ``count`` partials of every reduce
+        (docs/heuristics.md#tree-partials)."""
+        ids = tuple(r.id for r in level)
+        for off in _halvings(count):
+            cond = f"lane < {off}"
+            self.add("IF", srcs=("lane",), arg=cond)
+            for r in level:
+                self._take_in_partner(r, accs[r.id], smem[r.id], off)
+            self.add("ENDIF", arg=cond)
+            self.add("BARRIER", arg=ids)
+        for r in level:
+            res = [self.names.new(f"{r.name}_v") for _ in smem[r.id]]
+            for i, (n, s) in enumerate(zip(res, smem[r.id])):
+                self.add("SHARED_LOAD", (n,), (s,), arg=("0, rib", r.id),
+                         dtype=self._acc_dtype(r, i))
+            accs[r.id] = res
+
+    def _take_in_partner(self, r, mine, smem, off):
+        """One step of tree_combine for reduce ``r``: this thread's partials ``mine``
+        combined with those of the thread ``off`` lanes above it, and written back."""
+        dts = [self._acc_dtype(r, i) for i in range(len(smem))]
+        others = [self.names.new(f"{a}_t{off}") for a in mine]
+        for o, s, dt in zip(others, smem, dts):
+            self.add("SHARED_LOAD", (o,), (s,), arg=(f"lane + {off}, rib", r.id), dtype=dt)
+        self.add("COMBINE", tuple(mine), tuple(mine) + tuple(others),
+                 arg=(self._kind(r), None), dtype=dts[0])
+        for a, s, dt in zip(mine, smem, dts):
+            self.add("SHARED_STORE", (), (s, a), arg=("lane, rib", r.id), dtype=dt)
 
     def finish(self, r, accs):
         """The row's combined accumulators become the reduce's result."""
@@ -111,9 +150,10 @@ class CombineMixin:
 
     def combine_partials(self, r, kind, smem, count):
         """The ``count`` partials a row left in shared memory, combined in order. Past
-        UNROLLED_PARTIALS (a forced column layout with more than 32 threads a row) they go
-        through a loop, in the same order (same bits): unrolled, numba's compile time grows
-        faster than linearly with the number of basic blocks."""
+        UNROLLED_PARTIALS (a forced column layout of more than 32 threads a column, in a
+        count that tree_combine cannot halve) they go through a loop, in the same order
+        (same bits): unrolled, numba's compile time grows faster than linearly with the
+        number of basic blocks."""
         row = self.L.layout == "row"
         dts = [self._acc_dtype(r, j) for j in range(len(smem))]
 
