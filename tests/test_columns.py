@@ -110,20 +110,24 @@ def colstats(x):             # one-pass variance, logsumexp, argmax and a sum of
 
 
 @pytest.mark.parametrize("t", [64, 128])
-@pytest.mark.parametrize("rows", [63, 200, 700])
+@pytest.mark.parametrize("rows", [63, 200, 700, 3000])
 def test_many_threads_down_a_column_combine_in_halving_steps(t, rows):
     """More threads down each column than are combined in order (forced here; packed
     columns get them too): the partials are halved in log2(t) steps, one barrier each, and
     every column's statistics (a later reduce reading an earlier one's result among them)
-    are float64 NumPy's, at row counts below, across and past the threads' first pass."""
+    are float64 NumPy's, at row counts below, across and past the threads' first pass; at
+    3000 rows the columns stream, and the variance and logsumexp halve one-pass partials
+    (Chan's merge, the online max and sum)."""
     x = np.random.default_rng(rows).standard_normal((rows, 5)).astype(np.float16)
     x[rows // 3, 2] = x[rows // 2, 2] = 9.0          # a tie: argmax takes the first
     jf = nm.jit(layout="col", threads_per_row=t, rows_per_block=2)(colstats)
     (k,) = jf.lower(x).kernels
     steps = t.bit_length() - 1
-    levels = k.source.count("partials of reduces") // (1 + steps)
-    assert levels >= 2 and k.source.count("if lane < 1:") == levels, k.source
+    levels = k.source.count("if lane < 1:")     # the last step of each depth's combine
+    assert levels >= 1 and k.source.count("partials of reduce") == levels * (1 + steps)
     assert "for part in range" not in k.source
+    if rows == 3000:
+        assert "_nn = " in k.source and "_mn = " in k.source, k.source
     check(colstats, x, rtol=2e-3, jitted=jf)
 
 
