@@ -89,22 +89,26 @@ class CombineMixin:
             self.add("BARRIER", arg=ids)
         for r in level:
             res = [self.names.new(f"{r.name}_v") for _ in smem[r.id]]
-            for i, (n, s) in enumerate(zip(res, smem[r.id])):
-                self.add("SHARED_LOAD", (n,), (s,), arg=("0, rib", r.id),
-                         dtype=self._acc_dtype(r, i))
+            self._shared_loads(r, res, smem[r.id], "0, rib")
             accs[r.id] = res
 
     def _take_in_partner(self, r, mine, smem, off):
         """One step of tree_combine for reduce ``r``: this thread's partials ``mine``
         combined with those of the thread ``off`` lanes above it, and written back."""
-        dts = [self._acc_dtype(r, i) for i in range(len(smem))]
         others = [self.names.new(f"{a}_t{off}") for a in mine]
-        for o, s, dt in zip(others, smem, dts):
-            self.add("SHARED_LOAD", (o,), (s,), arg=(f"lane + {off}, rib", r.id), dtype=dt)
+        self._shared_loads(r, others, smem, f"lane + {off}, rib")
         self.add("COMBINE", tuple(mine), tuple(mine) + tuple(others),
-                 arg=(self._kind(r), None), dtype=dts[0])
-        for a, s, dt in zip(mine, smem, dts):
-            self.add("SHARED_STORE", (), (s, a), arg=("lane, rib", r.id), dtype=dt)
+                 arg=(self._kind(r), None), dtype=self._acc_dtype(r, 0))
+        for i, (a, s) in enumerate(zip(mine, smem)):
+            self.add("SHARED_STORE", (), (s, a), arg=("lane, rib", r.id),
+                     dtype=self._acc_dtype(r, i))
+
+    def _shared_loads(self, r, names, smem, index, srcs=()):
+        """``names`` read from reduce ``r``'s shared arrays ``smem`` (one an accumulator) at
+        ``index``; ``srcs``: a loop variable the index text reads."""
+        for i, (n, s) in enumerate(zip(names, smem)):
+            self.add("SHARED_LOAD", (n,), (s,) + srcs, arg=(index, r.id),
+                     dtype=self._acc_dtype(r, i))
 
     def finish(self, r, accs):
         """The row's combined accumulators become the reduce's result."""
@@ -158,10 +162,8 @@ class CombineMixin:
         dts = [self._acc_dtype(r, j) for j in range(len(smem))]
 
         def load(names, i):
-            read_idx = f"rib, {i}" if row else f"{i}, rib"
-            for n, s, dt in zip(names, smem, dts):
-                self.add("SHARED_LOAD", (n,), (s,) + ((i,) if isinstance(i, str) else ()),
-                         arg=(read_idx, r.id), dtype=dt)
+            self._shared_loads(r, names, smem, f"rib, {i}" if row else f"{i}, rib",
+                               (i,) if isinstance(i, str) else ())
         return self.combine_in_order(r, kind, load, count, dts, "")
 
     def combine_in_order(self, r, kind, load, count, dts, tag0):
