@@ -172,17 +172,92 @@ def _subnormal_eps(x, s):                 # eps below the smallest normal: no lo
     return x / np.sqrt((s * s).sum(axis=-1, keepdims=True) + 1e-40)
 
 
-@pytest.mark.parametrize("fn,scaled", [(_rms_scaled, False), (_layernorm, False),
-                                       (_zscore, True), (_by_signed_sum, True),
-                                       (_subnormal_eps, True)])
-def test_the_scale_is_dropped_only_for_divisors_provably_in_range(fn, scaled):
-    """``sqrt(nonnegative + eps)`` lies in [sqrt(eps), sqrt(max)] or is inf or NaN, so its
-    reciprocal never needs the power-of-two scale; a divisor without such bounds keeps it."""
-    x = np.ones((4, 128), np.float32)
+def _softmax(x, y=None):
+    e = np.exp(x - x.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _softmax_float32(x, y=None):          # a float16 row, its softmax taken in float32
+    y = x.astype(np.float32)
+    e = np.exp(y - y.max(axis=-1, keepdims=True))
+    return (e / e.sum(axis=-1, keepdims=True)).astype(x.dtype)
+
+
+def _exp_below_another_max(x, y):         # no term need be 1: the sum may be tiny
+    e = np.exp(x - y.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _exp_above_the_min(x, y=None):        # terms of at least 1, unbounded above
+    e = np.exp(x - x.min(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _max_with_initial(x, y=None):         # the max may be 0, above every term's source
+    e = np.exp(x - x.max(axis=-1, keepdims=True, initial=0.0))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _max_rounded_to_half(x, y=None):      # the max rounded: the term at it may not be 1
+    e = np.exp(x - x.max(axis=-1, keepdims=True).astype(np.float16))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+@pytest.mark.parametrize("fn,scaled,dt", [
+    (_rms_scaled, False, np.float32), (_layernorm, False, np.float32),
+    (_zscore, True, np.float32), (_by_signed_sum, True, np.float32),
+    (_subnormal_eps, True, np.float32), (_softmax, False, np.float32),
+    (_softmax, False, np.float64), (_softmax, False, np.float16),
+    (_softmax_float32, False, np.float16), (_exp_below_another_max, True, np.float32),
+    (_exp_above_the_min, True, np.float32), (_max_with_initial, True, np.float32),
+    (_max_rounded_to_half, True, np.float32)])
+def test_the_scale_is_dropped_only_for_divisors_provably_in_range(fn, scaled, dt):
+    """``sqrt(nonnegative + eps)`` lies in [sqrt(eps), sqrt(max)] or is inf or NaN, and a
+    softmax's ``sum(exp(x - max(x)))`` in [1, row length] or is 0 or NaN, so their
+    reciprocals never need the power-of-two scale; a divisor without such bounds keeps it."""
+    x = np.ones((4, 128), dt)
     args = (x, x, x)[:fn.__code__.co_argcount]
     text = nm.jit(fn).lower(*args).as_text()
     assert "rc_r" in text
     assert ("rc_q" in text) == scaled
+
+
+_SOFTMAX_FORMS = [dict(threads_per_row=128, upcast=8), dict(upcast=0), dict(upcast=0, online=0),
+                  dict(split=4), dict(split=3, online=0)]
+
+
+@pytest.mark.parametrize("options", _SOFTMAX_FORMS,
+                         ids=["resident", "streamed", "streamed_two_pass", "split",
+                              "split_two_pass"])
+def test_softmax_without_the_scale_divides_like_numpy_at_the_extremes(options):
+    """Softmax rows whose denominator is exactly 1 (one finite value among -inf, or one far
+    above the rest), the row's length (equal values), NaN (a NaN, +inf, or only -inf),
+    and plain rows, in every form of the two reduces (in registers, streamed with the
+    one-pass max-sum or in two passes, split across blocks): NumPy's NaNs and
+    infinities, and the float64 softmax within a few float32 ulps."""
+    dt, n = np.float32, 1001
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((12, n)).astype(dt) * 4
+    x[0] = -np.inf
+    x[0, 7] = 3.0                                        # one term: the sum is exactly 1
+    x[1] = -1e30
+    x[1, 999] = 1e30                                     # every other term underflows
+    x[2] = 2.5                                           # n equal terms
+    x[3, 10] = np.nan
+    x[4, 500] = np.inf
+    x[5] = -np.inf                                       # -inf - -inf: NaN
+    x[6, ::2] = -np.inf
+    x[7] = np.float32(3e38) * np.sign(x[7])
+    x[8] *= np.float32(1e-40)                            # subnormal spread: all terms ~1
+    jf = nm.jit(_softmax, **options)
+    assert "rc_q" not in jf.lower(x).as_text()
+    got = jf(x)
+    with np.errstate(all="ignore"):
+        want = _softmax(x.astype(np.float64)).astype(dt)
+    assert np.array_equal(np.isnan(got), np.isnan(want)), "NaNs differ from NumPy's"
+    finite = ~np.isnan(want)
+    np.testing.assert_allclose(got[finite], want[finite], rtol=4e-6, atol=1e-45)
+    assert np.array_equal(got[0] == 1, np.arange(n) == 7)
 
 
 def test_in_range_divisors_divide_within_one_ulp_at_the_extremes():

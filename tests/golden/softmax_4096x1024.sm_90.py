@@ -143,47 +143,25 @@ def softmax(x, out0):
     sum1 = sum1_v
     # outputs over q0 (1024,)
     # -- pass over loop group 0 (row resident in registers)
-    rc_abs = abs(sum1)
-    rc_small = rc_abs < float32(1.1754943508222875e-38)
-    rc_large = rc_abs > float32(8.507059173023462e+37)
-    rc_q0 = select(rc_large, float32(5.421010862427522e-20), float32(1.0))
-    rc_q = select(rc_small, float32(1.8446744073709552e+19), rc_q0)
-    rc_dq = sum1 * rc_q
-    rc_r = float32(1.0) / rc_dq
-    div_0_0_r = exp_0_0 * rc_r
-    div_0_0 = mul_rn(div_0_0_r, rc_q)
-    div_0_1_r = exp_0_1 * rc_r
-    div_0_1 = mul_rn(div_0_1_r, rc_q)
-    div_0_2_r = exp_0_2 * rc_r
-    div_0_2 = mul_rn(div_0_2_r, rc_q)
-    div_0_3_r = exp_0_3 * rc_r
-    div_0_3 = mul_rn(div_0_3_r, rc_q)
+    rc_r = float32(1.0) / sum1
+    div_0_0 = mul_rn(exp_0_0, rc_r)
+    div_0_1 = mul_rn(exp_0_1, rc_r)
+    div_0_2 = mul_rn(exp_0_2, rc_r)
+    div_0_3 = mul_rn(exp_0_3, rc_r)
     vstore(out0, base + q0_0, (div_0_0, div_0_1, div_0_2, div_0_3))
-    div_1_0_r = exp_1_0 * rc_r
-    div_1_0 = mul_rn(div_1_0_r, rc_q)
-    div_1_1_r = exp_1_1 * rc_r
-    div_1_1 = mul_rn(div_1_1_r, rc_q)
-    div_1_2_r = exp_1_2 * rc_r
-    div_1_2 = mul_rn(div_1_2_r, rc_q)
-    div_1_3_r = exp_1_3 * rc_r
-    div_1_3 = mul_rn(div_1_3_r, rc_q)
+    div_1_0 = mul_rn(exp_1_0, rc_r)
+    div_1_1 = mul_rn(exp_1_1, rc_r)
+    div_1_2 = mul_rn(exp_1_2, rc_r)
+    div_1_3 = mul_rn(exp_1_3, rc_r)
     vstore(out0, base + q0_1, (div_1_0, div_1_1, div_1_2, div_1_3))
-    div_2_0_r = exp_2_0 * rc_r
-    div_2_0 = mul_rn(div_2_0_r, rc_q)
-    div_2_1_r = exp_2_1 * rc_r
-    div_2_1 = mul_rn(div_2_1_r, rc_q)
-    div_2_2_r = exp_2_2 * rc_r
-    div_2_2 = mul_rn(div_2_2_r, rc_q)
-    div_2_3_r = exp_2_3 * rc_r
-    div_2_3 = mul_rn(div_2_3_r, rc_q)
+    div_2_0 = mul_rn(exp_2_0, rc_r)
+    div_2_1 = mul_rn(exp_2_1, rc_r)
+    div_2_2 = mul_rn(exp_2_2, rc_r)
+    div_2_3 = mul_rn(exp_2_3, rc_r)
     vstore(out0, base + q0_2, (div_2_0, div_2_1, div_2_2, div_2_3))
-    div_3_0_r = exp_3_0 * rc_r
-    div_3_0 = mul_rn(div_3_0_r, rc_q)
-    div_3_1_r = exp_3_1 * rc_r
-    div_3_1 = mul_rn(div_3_1_r, rc_q)
-    div_3_2_r = exp_3_2 * rc_r
-    div_3_2 = mul_rn(div_3_2_r, rc_q)
-    div_3_3_r = exp_3_3 * rc_r
-    div_3_3 = mul_rn(div_3_3_r, rc_q)
+    div_3_0 = mul_rn(exp_3_0, rc_r)
+    div_3_1 = mul_rn(exp_3_1, rc_r)
+    div_3_2 = mul_rn(exp_3_2, rc_r)
+    div_3_3 = mul_rn(exp_3_3, rc_r)
     vstore(out0, base + q0_3, (div_3_0, div_3_1, div_3_2, div_3_3))
     # -- end of pass over loop group 0
