@@ -21,7 +21,7 @@ from .graph import format_graph, toposort
 from .lowering.fusion import FactsCache
 from .lowering.kernel import build_kernel
 from .ops import Op, ReduceKind
-from .split_rules import SplitContext, one_pass
+from .split_rules import SplitContext, beside_variances, one_pass
 
 SPLIT_KINDS = {ReduceKind.SUM, ReduceKind.MAX, ReduceKind.MIN, ReduceKind.PROD}
 # the thresholds of the split (blocks, extents, segments, column lines) are study knobs:
@@ -63,6 +63,7 @@ class Scheduler:
         self.groups, self.temps = [], []
         self.buffers = {}               # id(node) -> BUFFER node replacing it
         self.origin = {}                # id(node with buffers) -> the node first built from
+        self.beside_variances = frozenset()     # split_rules.beside_variances, once split
 
     # ---- graph rewriting ---------------------------------------------------------------
     def rebuild(self, roots, rule):
@@ -108,6 +109,8 @@ class Scheduler:
         return list(shared.values())
 
     def split_long_reductions(self, roots):
+        self.beside_variances = beside_variances(
+            toposort(roots), lambda n: self._segments_for(n, n.srcs[0])[0] > 1)
         return self.rebuild(roots, self._split)
 
     def _segments_for(self, n, src):
@@ -143,7 +146,7 @@ class Scheduler:
         if segments < 2:
             return None
         rewritten = one_pass(n, SplitContext(self.graph, rebuilt or self.rebuilt,
-                                             self._split_made))
+                                             self._split_made, self.beside_variances))
         if rewritten is not None:
             return rewritten
         kind, axes = n.arg

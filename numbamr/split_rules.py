@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .ops import Op, ReduceKind
-from .rewrite import P, Same, OneOf, Rewrite, rewrite
+from .rewrite import P, Same, OneOf, Rewrite, match, rewrite
 
 
 @dataclass(frozen=True)
@@ -20,6 +20,7 @@ class SplitContext:
     graph: object
     rebuilt: object         # node as traced -> the node it became
     split: object           # a REDUCE made by a rule -> its split form (or itself)
+    beside_variances: frozenset = frozenset()   # sums (as traced) of a split variance's mean
 
 
 def one_pass(n, context):
@@ -57,26 +58,75 @@ def shifted_variance(b, context):
     """
     n = b["n"]
     axes = n.arg[1]
-    a = context.rebuilt(b["a"])
     g, f64 = context.graph, np.dtype(np.float64)
-    count = _count(a, axes)
-    kshape = tuple(1 if i in axes else s for i, s in enumerate(a.shape))
-    k = g.node(Op.SHRINK, a.dtype, kshape, (a,),
-               (tuple(0 for _ in a.shape), tuple(1 for _ in a.shape)), n.loc)
-    k = g.node(Op.EXPAND, a.dtype, a.shape, (k,), a.shape, n.loc)
-    diff = g.node(Op.SUB, a.dtype, a.shape, (a, k), None, n.loc)
-    y = g.node(Op.CAST, f64, a.shape, (diff,), f64, n.loc)
-    s1 = g.node(Op.REDUCE, f64, kshape, (y,), (ReduceKind.SUM, axes), n.loc)
-    yy = g.node(Op.MUL, f64, a.shape, (y, y), None, n.loc)
-    s2 = g.node(Op.REDUCE, f64, kshape, (yy,), (ReduceKind.SUM, axes), n.loc)
-    s1, s2 = (context.split(r) for r in (s1, s2))
+    _, y, s1 = _shifted_sum(context, context.rebuilt(b["a"]), axes, n.loc)
+    kshape = s1.shape
+    yy = g.node(Op.MUL, f64, y.shape, (y, y), None, n.loc)
+    s2 = context.split(g.node(Op.REDUCE, f64, kshape, (yy,), (ReduceKind.SUM, axes), n.loc))
     sq = g.node(Op.MUL, f64, kshape, (s1, s1), None, n.loc)
-    c = g.node(Op.CONST, f64, kshape, (), float(count), n.loc)
+    c = g.node(Op.CONST, f64, kshape, (), float(_count(y, axes)), n.loc)
     num = g.node(Op.SUB, f64, kshape, (s2, g.node(Op.DIV, f64, kshape, (sq, c), None,
                                                   n.loc)), None, n.loc)
     zero = g.node(Op.CONST, f64, kshape, (), 0.0, n.loc)
     num = g.node(Op.MAX, f64, kshape, (num, zero), None, n.loc)    # never below 0
     return g.node(Op.CAST, n.dtype, n.shape, (num,), n.dtype, n.loc)
+
+
+def shifted_sum(b, context):
+    """sum(a) where a split variance of ``a`` needs sum(a - K) (``beside_variances``): as
+    N*K + sum(a - K), the variance's own float64 sum, so that the kernel sums ``a`` once
+    and not twice (one float32 sum fewer a value, and one partial fewer to combine)."""
+    n = b["n"]
+    if n not in context.beside_variances:
+        return None
+    g, f64 = context.graph, np.dtype(np.float64)
+    k, _, s1 = _shifted_sum(context, context.rebuilt(b["a"]), n.arg[1], n.loc)
+    kshape = s1.shape
+    c = g.node(Op.CONST, f64, kshape, (), float(_count(b["a"], n.arg[1])), n.loc)
+    nk = g.node(Op.MUL, f64, kshape, (g.node(Op.CAST, f64, kshape, (k,), f64, n.loc), c),
+                None, n.loc)
+    total = g.node(Op.ADD, f64, kshape, (nk, s1), None, n.loc)
+    return g.node(Op.CAST, n.dtype, n.shape, (total,), n.dtype, n.loc)
+
+
+def _shifted_sum(context, a, axes, loc):
+    """(K, y, sum(y)): K the first element of ``a`` along ``axes`` where it is finite (else 0:
+    a shift by an infinity would turn an infinite sum into NaN), y = float64(a - K) and its
+    sum, split. The nodes are the graph's own (hash-consed), so a variance and its mean
+    that both ask for them share one sum."""
+    g, f64 = context.graph, np.dtype(np.float64)
+    kshape = tuple(1 if i in axes else s for i, s in enumerate(a.shape))
+    k = g.node(Op.SHRINK, a.dtype, kshape, (a,),
+               (tuple(0 for _ in a.shape), tuple(1 for _ in a.shape)), loc)
+    inf = g.node(Op.CONST, a.dtype, kshape, (), float("inf"), loc)
+    finite = g.node(Op.LT, np.dtype(bool), kshape,
+                    (g.node(Op.ABS, a.dtype, kshape, (k,), None, loc), inf), None, loc)
+    zero = g.node(Op.CONST, a.dtype, kshape, (), 0.0, loc)
+    k = g.node(Op.WHERE, a.dtype, kshape, (finite, k, zero), None, loc)
+    wide = g.node(Op.EXPAND, a.dtype, a.shape, (k,), a.shape, loc)
+    diff = g.node(Op.SUB, a.dtype, a.shape, (a, wide), None, loc)
+    y = g.node(Op.CAST, f64, a.shape, (diff,), f64, loc)
+    s1 = g.node(Op.REDUCE, f64, kshape, (y,), (ReduceKind.SUM, axes), loc)
+    return k, y, context.split(s1)
+
+
+def beside_variances(nodes, split):
+    """The sums (as traced) that are the means of variances whose reduce ``split`` says is
+    split, of values widened from two-byte floats: ``shifted_sum`` gives them from the
+    variance's own sum. There ``a - K`` is exact in float32 (unless K and a value lie
+    2**13 or more apart), so N*K + sum(a - K) is the sum rounded about once; of float32
+    values it is not, and its error (about an ulp of each ``a - K``, summed) is above a
+    float32 sum's where the mean is small beside the values."""
+    out = set()
+    for n in nodes:
+        b = match(VARIANCE, n) if n.op is Op.REDUCE else None
+        if b is not None and split(n) and _widened_from_two_bytes(b["a"]):
+            out.add(b["r1"])
+    return frozenset(out)
+
+
+def _widened_from_two_bytes(a):
+    return a.op is Op.CAST and np.dtype(a.srcs[0].dtype).name in ("float16", "bfloat16")
 
 
 # ---- monotone extremes ------------------------------------------------------------------------
@@ -143,5 +193,7 @@ def _at_shape(g, node, shape):
     return g.node(Op.EXPAND, src.dtype, shape, (src,), tuple(shape), node.loc)
 
 
+SUM = P(Op.REDUCE, P(name="a"), name="n")
 ONE_PASS = [Rewrite("shifted variance", VARIANCE, shifted_variance),
+            Rewrite("sum beside a shifted variance", SUM, shifted_sum),
             Rewrite("monotone extremes", MONOTONE, monotone_extremes)]

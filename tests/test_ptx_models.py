@@ -154,13 +154,16 @@ def _segment_kernel(shape, dtype):
 def test_column_statistics_keep_two_blocks_of_1024_a_multiprocessor(monkeypatch, shape, dtype):
     """A column layout's grid of 1024-thread blocks is sized as one wave of two blocks a
     multiprocessor: the kernel says so to the compiler (min_blocks_per_sm=2), and with
-    float64 partials beside a float32 one (5 registers) its loop loads 16 chunks at once,
-    not 32 (a w-th of them where it takes w columns a thread: the same bytes in flight);
-    suite column variance (4 registers of partials) keeps 32."""
+    float64 partials beside a float32 one (5 registers: float32 columns, whose mean is a
+    float32 sum) its loop loads 16 chunks at once, not 32 (a w-th of them where it takes
+    w columns a thread: the same bytes in flight); two-byte columns, whose mean is the
+    variance's float64 sum, and suite column variance (4 registers of partials) keep 32."""
     _on(monkeypatch, (9, 0))
     k = _segment_kernel(shape, dtype)
     assert k.layout.min_blocks_per_sm == 2
-    assert k.layout.groups[0].chunks * k.kernel.columns == 16
+    partials = [np.dtype(r.dtype).itemsize for r in k.kernel.reduces]
+    assert partials == ([8, 8] if dtype != "float32" else [4, 8, 8]), partials
+    assert k.layout.groups[0].chunks * k.kernel.columns == (16 if dtype == "float32" else 32)
     assert not k.layout.groups[0].resident
     suite_colvar = lower_for_gpu(lambda x: x.var(axis=0),
                                  (np.empty((65536, 1024), np.float32),)).kernels[0]

@@ -6,6 +6,8 @@ import pytest
 
 import numbamr as nm
 import numbamr.schedule as schedule
+from numbamr.lowering.evaluate import walk
+from numbamr.ops import Op, ReduceKind
 import programs
 from numbamr.experimental import Knobs, knobs
 from programs import Program
@@ -182,10 +184,76 @@ def test_split_variance_reads_the_input_once(small_splits, offset):
     prog = Program("stats", stats, None)
     fn = nm.jit(stats)
     run_and_check(prog, (x,), jitted=fn)
-    readers = [k for k in fn.lower(x).kernels if 0 in k.kernel.inputs]
+    readers = [k for k in fn.lower(x).kernels if _sums_input(k, 0)]
     assert len(readers) == 2          # whole-array stats in one, the column variance in one
     for k in readers:
         assert all(r.depth == 0 for r in k.kernel.reduces)
+
+
+def _sums_input(k, key):
+    """Whether a reduce of kernel ``k`` reads input ``key`` (more than a value per row)."""
+    return any(v.op is Op.LOAD and v.arg[0] == key
+               for r in k.kernel.reduces for v in walk(r.body))
+
+
+def batch_stats(x, acc=np.float32):
+    y = x.astype(acc)
+    mu = y.mean(axis=0)
+    return mu, ((y - mu) ** 2).mean(axis=0), y.mean(), y.var()
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+@pytest.mark.parametrize("first", ["plain", "far", "nan", "+inf", "-inf", "both infs"])
+def test_a_split_variances_mean_is_its_own_shifted_sum(small_splits, dtype, first):
+    """The mean beside a split variance of two-byte floats (batch-norm statistics,
+    ``x.mean()`` with ``x.var()``) is N*K + sum(x - K), the float64 sum the variance has
+    already: x is summed once, two float64 sums and no float32 one. ``x - K`` is exact,
+    so the mean is within an ulp of the float64 mean even when the data sit far from
+    zero, and a first element (the shift K) that is NaN or infinite gives NumPy's NaN and
+    inf (an infinite K is replaced by 0: inf - inf would make an infinite mean NaN)."""
+    dt = np.dtype(dtype)
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((512, 6)).astype(np.float32)
+    if first == "far":
+        x = x * np.float32(0.25) + np.float32(300)
+    x = x.astype(dt)
+    specials = {"nan": [np.nan], "+inf": [np.inf], "-inf": [-np.inf],
+                "both infs": [np.inf, -np.inf]}.get(first, [])
+    for i, v in enumerate(specials):
+        x[0, i] = v                                   # the shift of column 0 (and 1)
+        x[100, 3] = v                                 # a later value of another column
+    fn = nm.jit(batch_stats)
+    readers = [k for k in fn.lower(x).kernels if _sums_input(k, 0)]
+    assert len(readers) == 2                          # the columns, the whole array
+    for k in readers:
+        kinds = [(r.kind, np.dtype(r.dtype)) for r in k.kernel.reduces]
+        assert kinds == [(ReduceKind.SUM, np.dtype(np.float64))] * 2, kinds
+    got = [np.asarray(g) for g in fn(x)]
+    with np.errstate(all="ignore"):
+        want = [np.asarray(w) for w in batch_stats(x, np.float64)]
+    for g, w in zip(got, want):
+        assert g.dtype == np.float32
+        assert np.array_equal(np.isnan(g), np.isnan(w)), (g, w)
+        inf = np.isinf(w)
+        assert np.array_equal(g[inf], w[inf].astype(np.float32))
+    for g, w in zip(got[::2], want[::2]):               # the means: within an ulp
+        fin = np.isfinite(w)
+        ulp = np.spacing(np.abs(w[fin]).astype(np.float32)).astype(np.float64)
+        assert (np.abs(g[fin] - w[fin]) <= ulp).all(), (g, w)
+    for g, w in zip(got[1::2], want[1::2]):             # the variances
+        fin = np.isfinite(w)
+        np.testing.assert_allclose(g[fin], w[fin], rtol=1e-5)
+
+
+@pytest.mark.parametrize("fn,dtype", [
+    (lambda x: (x.mean(axis=0), (x * x).mean(axis=0)), np.float16),   # no variance
+    (batch_stats, np.float32),                      # a float32 variance: x - K rounds
+])
+def test_a_mean_keeps_its_float32_sum_unless_a_variance_of_two_byte_floats_has_one(
+        small_splits, fn, dtype):
+    x = np.random.default_rng(5).standard_normal((512, 6)).astype(dtype)
+    (k, *_) = [k for k in nm.jit(fn).lower(x).kernels if _sums_input(k, 0)]
+    assert np.dtype(np.float32) in [np.dtype(r.dtype) for r in k.kernel.reduces]
 
 
 def centered_extremes(x):

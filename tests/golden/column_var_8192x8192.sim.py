@@ -30,18 +30,21 @@ def column_var(x, out0, out1):
     acc_sum1 = float64(0.0)
     base = (row) % 8192
     x_row = x[base]
+    abs_1 = abs(x_row)
+    lt = abs_1 < float32(inf)
+    where = select(lt, x_row, float32(0.0))
     base_1 = 16777216 * ((row) // 8192) + (row) % 8192
     for it0 in range(256):
         q0_0 = it0 * 8 + lane + 0
         x_q0_0_0 = x[base_1 + 8192 * q0_0]
-        sub_0_0 = x_q0_0_0 - x_row
+        sub_0_0 = x_q0_0_0 - where
         cast_0_0 = float64(sub_0_0)
         mul_0_0 = cast_0_0 * cast_0_0
         acc_sum0 = acc_sum0 + mul_0_0
         acc_sum1 = acc_sum1 + cast_0_0
         q0_1 = it0 * 8 + lane + 4
         x_q0_1_0 = x[base_1 + 8192 * q0_1]
-        sub_1_0 = x_q0_1_0 - x_row
+        sub_1_0 = x_q0_1_0 - where
         cast_1_0 = float64(sub_1_0)
         mul_1_0 = cast_1_0 * cast_1_0
         acc_sum0 = acc_sum0 + mul_1_0
