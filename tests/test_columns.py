@@ -131,6 +131,53 @@ def test_many_threads_down_a_column_combine_in_halving_steps(t, rows):
     check(colstats, x, rtol=2e-3, jitted=jf)
 
 
+def rowstats(x):             # colstats along the rows
+    y = x.astype(np.float32)
+    m = y.max(axis=1)
+    return y.var(axis=1), m + np.log(np.exp(y - m[:, None]).sum(axis=1)), \
+        x.argmax(axis=1), np.abs(y - y.mean(axis=1, keepdims=True)).sum(axis=1)
+
+
+EXIT = "return  # the rest needs only these threads"
+
+
+_COL_TAILS = [dict(layout="col", threads_per_row=8, rows_per_block=4),
+              dict(layout="col", threads_per_row=32, rows_per_block=2),
+              dict(layout="col", threads_per_row=64, rows_per_block=2),         # halved
+              dict(columns=2, layout="col", threads_per_row=16, rows_per_block=4)]
+
+
+@pytest.mark.parametrize("fn,options,shape", [
+    *[(colstats, o, shape) for o in _COL_TAILS for shape in [(63, 6), (700, 34)]],
+    (rowstats, dict(threads_per_row=64), (3, 700)),
+    (rowstats, dict(threads_per_row=128), (5, 1001)),
+], ids=lambda v: str(v) if isinstance(v, tuple) else None)
+def test_results_only_stored_are_read_back_by_each_rows_first_thread(fn, options, shape):
+    """Where the last reduces' results are only stored once a row, the threads other than
+    each row's first leave after the last barrier (none follows), and the first reads the
+    partials back alone: the statistics are float64 NumPy's, in column and row layouts,
+    combined in order or halved, at sizes across warps and blocks. The earlier depth (the
+    mean that the absolute deviations read) is read back by every thread."""
+    x = np.random.default_rng(shape[0]).standard_normal(shape).astype(np.float16)
+    jf = nm.jit(**options)(fn)
+    (k,) = jf.lower(x).kernels
+    assert k.source.count(EXIT) == 1, k.source
+    tail = k.source[k.source.index(EXIT):]
+    assert "syncthreads" not in tail and "shfl" not in tail
+    assert "partials of reduce" in k.source[:k.source.index(EXIT)]
+    check(fn, x, rtol=2e-3, jitted=jf)
+
+
+def test_results_used_along_the_row_are_read_back_by_every_thread():
+    """A column softmax writes every element with its column's max and sum: no thread
+    leaves early."""
+    x = np.random.default_rng(0).standard_normal((300, 40)).astype(np.float32)
+    jf = nm.jit(layout="col", threads_per_row=16, rows_per_block=8)(colsoftmax)
+    (k,) = jf.lower(x).kernels
+    assert EXIT not in k.source
+    check(colsoftmax, x, jitted=jf)
+
+
 def test_option_columns_is_checked():
     with pytest.raises(ArgumentError, match="option columns must be 1, 2 or 4, got 3"):
         nm.jit(columns=3)

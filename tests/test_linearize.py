@@ -127,6 +127,22 @@ def test_verifier_catches_a_barrier_inside_an_if():
         verify(prog)
 
 
+def test_verifier_catches_a_barrier_after_an_exit():
+    prog = next(p for n, p in programs_for(LAYOUTS[1]) if n == "softmax")
+    prog.instrs[-1:-1] = [Instr("EXIT", (), ("lane",), arg="lane == 0"),
+                          Instr("BARRIER", arg=(0,))]
+    with pytest.raises(VerifyError, match="after an exit"):
+        verify(prog)
+
+
+def test_verifier_catches_an_exit_inside_a_block():
+    prog = next(p for n, p in programs_for(LAYOUTS[1]) if n == "softmax")
+    prog.instrs[-1:-1] = [Instr("IF", (), ("lane",), arg="lane < 4"),
+                          Instr("EXIT", (), ("lane",), arg="lane == 0"), Instr("ENDIF")]
+    with pytest.raises(VerifyError, match="exit inside a block"):
+        verify(prog)
+
+
 def test_verifier_catches_an_empty_block():
     """An if or loop with nothing in it (not even a comment) is not Python."""
     prog = next(p for n, p in programs_for(LAYOUTS[1]) if n == "softmax")

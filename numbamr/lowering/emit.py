@@ -252,6 +252,12 @@ class Emitter(ReduceRulesMixin, SplitRowsMixin, PersistentRowsMixin):
     def op_endif(self, ins):
         self.indent -= 1
 
+    def op_exit(self, ins):
+        self.line(f"if not ({ins.arg}):")
+        self.indent += 1
+        self.line("return  # the rest needs only these threads")
+        self.indent -= 1
+
     def op_loop(self, ins):
         n, gid = ins.arg
         self.line(f"for {ins.out[0]} in range({n}):")

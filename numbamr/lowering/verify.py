@@ -2,7 +2,8 @@
 
 - every name is defined before it is read, in a scope that is still open;
 - blocks (IF/ENDIF, LOOP/ENDLOOP, ROWLOOP/ENDROWLOOP) nest and are all closed by the end;
-- no barrier or warp shuffle sits inside an IF (every thread of a block must reach it);
+- no barrier or warp shuffle sits inside an IF or after an EXIT (every thread of a block
+  must reach it), and an EXIT is outside every block;
 - no block is empty (its Python source would not parse);
 - every shared array belongs to one reduce, and only that reduce's instructions touch it.
 
@@ -26,6 +27,7 @@ def verify(program):
     scopes = [set(name for name, *_ in program.params)]
     stack = []
     owner = {}
+    exited = False
     for i, ins in enumerate(program.instrs):
         where = f"instruction {i} ({ins!r}) of {program.name}"
         for s in ins.srcs:
@@ -37,6 +39,13 @@ def verify(program):
         if info.barrier and "IF" in stack:
             raise VerifyError(f"{where}: a {ins.op.lower()} inside an if block is not reached "
                               "by every thread")
+        if info.barrier and exited:
+            raise VerifyError(f"{where}: a {ins.op.lower()} after an exit is not reached by "
+                              "every thread")
+        if ins.op == "EXIT":
+            if stack:
+                raise VerifyError(f"{where}: an exit inside a block")
+            exited = True
         if info.shared == "reduce" and info.declares:
             owner[ins.out[0]] = ins.arg[1]
         elif info.shared == "reduce":

@@ -264,6 +264,8 @@ def column_var(x, out0, out1):
     smem_sum0[lane, rib] = acc_sum0
     smem_sum1[lane, rib] = acc_sum1
     cuda.syncthreads()  # partials of reduces #0, #1 written
+    if not (lane == 0):
+        return  # the rest needs only these threads
     sum0_v = smem_sum0[0, rib]
     sum0_v_1 = smem_sum0[1, rib]
     sum0_v = sum0_v + sum0_v_1

@@ -97,6 +97,8 @@ def sum_and_max(x, out0, out1):
         smem_sum0[rib, lane // 32] = acc_sum0
         smem_max1[rib, lane // 32] = acc_max1
     cuda.syncthreads()  # partials of reduces #0, #1 written
+    if not (lane == 0):
+        return  # the rest needs only these threads
     sum0_v = smem_sum0[rib, 0]
     sum0_v_1 = smem_sum0[rib, 1]
     sum0_v = sum0_v + sum0_v_1

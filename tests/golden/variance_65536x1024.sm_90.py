@@ -138,6 +138,8 @@ def variance(x, out0):
     if lane % 32 == 0:
         smem_sum1[rib, lane // 32] = acc_sum1
     cuda.syncthreads()  # partials of reduce #1 written
+    if not (lane == 0):
+        return  # the rest needs only these threads
     sum1_v = smem_sum1[rib, 0]
     sum1_v_1 = smem_sum1[rib, 1]
     sum1_v = sum1_v + sum1_v_1

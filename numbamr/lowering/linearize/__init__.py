@@ -134,7 +134,7 @@ class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, P
                 insts = [r for r in level if r.group is g]
                 if insts:
                     self.reduce_pass(g, insts)
-            self.combine_level(level)
+            self.combine_level(level, last=d == depths[-1] and self.results_only_stored())
         self.row_stores()
         for g in k.groups:
             stores = [s for s in k.stores if s.group is g]
@@ -145,6 +145,14 @@ class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, P
         return Program(k.name, self.instrs, self.params, L.block_threads, grid_of(k, L), L, k,
                        self.shared,
                        max(self.stage_bytes, occupancy_shared(L.blocks_per_sm)))
+
+    def results_only_stored(self):
+        """Whether the last reduces' results are needed by the first thread of each row
+        alone: every output is stored once a row (none along a loop), and the row is not
+        split across blocks (their exchange) or walked by a persistent loop."""
+        L = self.L
+        return all(s.group is None for s in self.k.stores) and L.split == 1 and \
+            not L.persistent
 
 
 def grid_of(kernel, layout):

@@ -15,10 +15,13 @@ class CombineMixin:
     """A depth's reduces combined across a row's threads (and a split row's blocks), and
     their results named."""
 
-    def combine_level(self, level):
+    def combine_level(self, level, last=False):
         """The reduces of one depth combined across each row's threads: warp shuffles, then
         (rows wider than a warp, or column layouts) every reduce's partials written to its
-        shared array behind one barrier for all of them, then split rows' exchanges."""
+        shared array behind one barrier for all of them, then split rows' exchanges.
+        ``last``: nothing after this level needs a row's results but its first thread
+        (they are only stored, once a row): the other threads leave once the partials
+        are published, and only the first reads them back."""
         if not level:       # every reduce of this depth comes out of a fused one
             return
         L = self.L
@@ -29,7 +32,7 @@ class CombineMixin:
             accs[r.id] = self.warp_combine(r) if t > 1 and L.layout == "row" else \
                 list(self.accs[r.id])
         if t > 1 and (L.layout == "col" or t > 32):
-            self.shared_combine(level, accs)
+            self.shared_combine(level, accs, last)
         for r in level:
             self.finish(r, self.exchange(r, self._kind(r), accs[r.id]) if L.split > 1
                         else accs[r.id])
@@ -48,9 +51,12 @@ class CombineMixin:
                      else r.dtype)
         return accs
 
-    def shared_combine(self, level, accs):
+    def shared_combine(self, level, accs, last=False):
         """Each warp's (column layout: each thread's) partials of every reduce in ``level``
-        to shared memory, one barrier, then each row's partials combined in order."""
+        to shared memory, one barrier, then each row's partials combined in order (by the
+        row's first thread alone where the level is ``last``: every thread reading every
+        partial kept the shared memory busy after the loads were done,
+        docs/heuristics.md#first-thread-tail)."""
         t = self.L.threads_per_row
         if self.L.layout == "row":
             count, write_idx, cond = t // 32, "rib, lane // 32", "lane % 32 == 0"
@@ -67,12 +73,14 @@ class CombineMixin:
             self.add("ENDIF", arg=cond)
         self.add("BARRIER", arg=tuple(r.id for r in level))
         if self.L.layout == "col" and count > UNROLLED_PARTIALS and count & (count - 1) == 0:
-            self.tree_combine(level, accs, smem, count)
+            self.tree_combine(level, accs, smem, count, last)
             return
+        if last:
+            self.add("EXIT", srcs=("lane",), arg="lane == 0")
         for r in level:
             accs[r.id] = self.combine_partials(r, self._kind(r), smem[r.id], count)
 
-    def tree_combine(self, level, accs, smem, count):
+    def tree_combine(self, level, accs, smem, count, last=False):
         """A column's ``count`` partials (a power of two past UNROLLED_PARTIALS) halved in
         log2(count) steps, each behind a barrier: the lower half of the column's threads
         take in the partial ``off`` threads above theirs and write the result back; then
@@ -87,6 +95,8 @@ class CombineMixin:
                 self._take_in_partner(r, accs[r.id], smem[r.id], off)
             self.add("ENDIF", arg=cond)
             self.add("BARRIER", arg=ids)
+        if last:
+            self.add("EXIT", srcs=("lane",), arg="lane == 0")
         for r in level:
             res = [self.names.new(f"{r.name}_v") for _ in smem[r.id]]
             self._shared_loads(r, res, smem[r.id], "0, rib")

@@ -48,6 +48,8 @@ OPS = {
     "ENDLOOP": OpInfo("the end of a LOOP"),
     "IF": OpInfo("an if block (arg: its condition's text)", closes="ENDIF", scope=True),
     "ENDIF": OpInfo("the end of an IF"),
+    "EXIT": OpInfo("threads that do not meet the condition leave the kernel: what follows "
+                   "needs only the others (arg: the condition's text)"),
     "PASS": OpInfo("a marker before the chunks of a resident pass (their values stay "
                    "defined after it)", closes="ENDPASS"),
     "ENDPASS": OpInfo("the marker after them"),
