@@ -170,6 +170,36 @@ def test_loop_invariant_work_sits_outside_loops():
             inside[-1].update(ins.out)
 
 
+def _scaled_row_sum(x, s):
+    return x.sum(axis=1) * s + s
+
+
+@pytest.mark.parametrize("options", [dict(upcast=0, threads_per_row=32),
+                                     dict(layout="col", threads_per_row=16, rows_per_block=8)],
+                         ids=["row", "col"])
+def test_loads_only_row_outputs_read_come_before_the_passes(options):
+    """A value loaded once a row and read only by the row-level outputs (here a scale; a
+    split variance's shift in its combine kernel) is loaded in the prologue, where its
+    latency hides behind the pass, not after the last combine; the sums are NumPy's."""
+    rng = np.random.default_rng(3)
+    x, s = rng.standard_normal((40, 300)).astype(np.float32), rng.random(40).astype(np.float32)
+    if options.get("layout") == "col":
+        x = np.ascontiguousarray(x.T)
+        fn = lambda x, s: x.sum(axis=0) * s + s                     # noqa: E731
+    else:
+        fn = _scaled_row_sum
+    jf = nm.jit(**options)(fn)
+    prog = jf.lower(x, s).kernels[0].program
+    ops = [(ins.op, ins.srcs[:1]) for ins in prog.instrs]
+    s_name = next(n for n, kind, _, _ in prog.params if kind == "in" and n != prog.params[0][0])
+    first_s = next(i for i, (op, srcs) in enumerate(ops) if op == "LOAD" and srcs == (s_name,))
+    first_pass = next(i for i, (op, _) in enumerate(ops) if op in ("LOOP", "PASS"))
+    assert first_s < first_pass, prog.instrs[first_s]
+    got = jf(x, s)
+    want = fn(x.astype(np.float64), s.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-5)
+
+
 @pytest.mark.parametrize("options", [dict(upcast=0, threads_per_row=32), dict()], ids=str)
 def test_independent_reduces_share_one_loop(options):
     x = np.zeros((8, 4096), np.float32)

@@ -127,6 +127,7 @@ class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, P
     def run(self):
         k, L = self.k, self.L
         self.prologue()
+        self.early_row_loads()
         depths = sorted({r.depth for r in k.reduces})
         for d in depths:
             level = [r for r in k.reduces if r.depth == d and r.id not in self.fused_second]
@@ -145,6 +146,20 @@ class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, P
         return Program(k.name, self.instrs, self.params, L.block_threads, grid_of(k, L), L, k,
                        self.shared,
                        max(self.stage_bytes, occupancy_shared(L.blocks_per_sm)))
+
+    def early_row_loads(self):
+        """The loads that only row-level outputs read (the shift of a split variance, in the
+        kernel that combines its segments), issued before the reduce passes: after the last
+        combine, their latency would come on top of the kernel's."""
+        if not self.k.reduces:
+            return
+        for s in self.k.stores:
+            if s.group is not None:
+                continue
+            for w in walk(s.value):
+                if w.op is Op.LOAD and self.group_of(w) is None and \
+                        not any(u.op is Op.REDUCED for u in walk(w)):
+                    self.row_value(w)
 
     def results_only_stored(self):
         """Whether the last reduces' results are needed by the first thread of each row
