@@ -11,7 +11,10 @@ segments that are runs of rows, never interleaved, ``max_clusters=N`` to cap a p
 kernel's grid at N clusters, ``hold_rows=1`` for a persistent cluster that keeps its row in
 registers after the first pass, ``pdl=N`` for how a persistent kernel is launched
 (``Knobs.persistent_dependent``), and ``bulk_piece=BYTES`` for the size of each bulk copy
-that brings a persistent row's segment. A variant's calls, the timed ones too, run under
+that brings a persistent row's segment; ``proofs=0`` keeps the reciprocal's scale on every
+divisor, ``shared_mean=0`` gives the mean beside a split variance its own float32 sum, and
+``tail=0`` keeps every thread to the end of a store-only kernel (the forms before these
+choices, ``numbamr.experimental.Knobs``). A variant's calls, the timed ones too, run under
 its Knobs (they are part of a signature's key).
 
 Each variant is checked against float64 NumPy before it is timed; the copy ceiling is
@@ -46,18 +49,21 @@ STUDY_KNOBS = {"sched_min_extent": "split_min_extent",
                "max_clusters": "persistent_max_clusters",
                "hold_rows": "persistent_hold_rows",
                "pdl": "persistent_dependent",
-               "bulk_piece": "bulk_piece"}
+               "bulk_piece": "bulk_piece",
+               "proofs": "reciprocal_proofs",
+               "shared_mean": "split_mean_shared",
+               "tail": "first_thread_tail"}
 
 
 def parse(variant):
     """(kernel options, study Knobs) of one variant's text."""
-    from numbamr.experimental import Knobs
+    from numbamr.experimental import BOOLEAN_KNOBS, Knobs
     opts, knobs = {}, {}
     for item in filter(None, variant.split(",")):
         k, v = (t.strip() for t in item.split("="))
         if k in STUDY_KNOBS:
             field = STUDY_KNOBS[k]
-            knobs[field] = bool(int(v)) if field == "persistent_hold_rows" else int(v)
+            knobs[field] = bool(int(v)) if field in BOOLEAN_KNOBS else int(v)
         else:
             opts[k] = v if k == "layout" else int(v)
     return opts, Knobs(**knobs)

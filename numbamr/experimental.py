@@ -19,6 +19,10 @@ import numpy as np
 from .errors import ArgumentError
 
 
+BOOLEAN_KNOBS = {"persistent_hold_rows", "reciprocal_proofs", "split_mean_shared",
+                 "first_thread_tail"}
+
+
 @dataclass(frozen=True)
 class Knobs:
     """The study knobs (the defaults are numbamr's own choices; the runs behind the numbers
@@ -47,6 +51,14 @@ class Knobs:
     lets the next kernel start at once, or once each block has begun its cluster's last row
     (layernorm 1024 x 65536 on the H200: 3880-3898 GB/s, 3835-3851, 3665-3701, 3864-3875);
     ``bulk_piece`` is the bytes of one bulk copy of a row's segment into its stage.
+
+    Forms of the lowering kept switchable to time them against what they replaced, in one
+    process (False: the old form): ``reciprocal_proofs`` drops the power-of-two scale of a
+    reciprocal whose divisor ``lowering.ranges`` proves in range; ``split_mean_shared``
+    takes the mean beside a split variance of two-byte floats from the variance's own
+    shifted sum (``split_rules.shifted_sum``); ``first_thread_tail`` lets the threads
+    other than each row's first leave once a store-only kernel's last partials are
+    published (docs/heuristics.md#first-thread-tail).
     """
     split_min_blocks: int = 264
     split_min_extent: int = 1 << 14
@@ -58,11 +70,14 @@ class Knobs:
     persistent_hold_rows: bool = False
     persistent_dependent: int = 3
     bulk_piece: int = 8192
+    reciprocal_proofs: bool = True
+    split_mean_shared: bool = True
+    first_thread_tail: bool = True
 
     def __post_init__(self):
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "persistent_hold_rows":
+            if f.name in BOOLEAN_KNOBS:
                 if not isinstance(value, (bool, np.bool_)):
                     raise ArgumentError(f"Knobs.{f.name} must be True or False, got {value!r}")
                 object.__setattr__(self, f.name, bool(value))
@@ -112,4 +127,4 @@ def knobs(value):
         _CURRENT.reset(token)
 
 
-__all__ = ["Knobs", "DEFAULT", "current_knobs", "knobs"]
+__all__ = ["Knobs", "DEFAULT", "BOOLEAN_KNOBS", "current_knobs", "knobs"]

@@ -109,8 +109,9 @@ class Scheduler:
         return list(shared.values())
 
     def split_long_reductions(self, roots):
-        self.beside_variances = beside_variances(
-            toposort(roots), lambda n: self._segments_for(n, n.srcs[0])[0] > 1)
+        if current_knobs().split_mean_shared:
+            self.beside_variances = beside_variances(
+                toposort(roots), lambda n: self._segments_for(n, n.srcs[0])[0] > 1)
         return self.rebuild(roots, self._split)
 
     def _segments_for(self, n, src):

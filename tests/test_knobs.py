@@ -2,6 +2,7 @@
 every signature compiled under it."""
 import pickle
 import threading
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -126,6 +127,9 @@ def test_knobs_are_hashable_picklable_and_equal_by_value():
     ("col_line", True, "an integer"),
     ("persistent_max_clusters", 0, "at least 1"),
     ("persistent_hold_rows", 1, "True or False"),
+    ("reciprocal_proofs", 0, "True or False"),
+    ("split_mean_shared", "no", "True or False"),
+    ("first_thread_tail", None, "True or False"),
     ("persistent_dependent", 4, "0, 1, 2 or 3"),
     ("bulk_piece", 100, "multiple of 16"),
     ("bulk_piece", 0, "multiple of 16"),
@@ -133,6 +137,50 @@ def test_knobs_are_hashable_picklable_and_equal_by_value():
 def test_an_invalid_knob_is_refused_by_name(field, value, says):
     with pytest.raises(nm.ArgumentError, match=f"Knobs.{field} must be .*{says}"):
         Knobs(**{field: value})
+
+
+def _softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _bf16_batch_stats(x):
+    y = x.astype(np.float32)
+    mu = y.mean(axis=0)
+    return mu, ((y - mu) ** 2).mean(axis=0)
+
+
+def _row_sums(x):
+    return x.sum(axis=1), x.max(axis=1)
+
+
+def _sources(low):
+    return "\n".join(k.source for k in low.kernels)
+
+
+@pytest.mark.parametrize("field,fn,shape,dtype,options,shows", [
+    ("reciprocal_proofs", _softmax, (64, 72), np.float32, {},
+     lambda low: "rc_q" not in _sources(low)),
+    ("split_mean_shared", _bf16_batch_stats, (256, 72), np.float16, {},   # (split: SMALL_SPLITS)
+     lambda low: all(np.dtype(r.dtype) == np.float64 for r in low.kernels[0].kernel.reduces)),
+    ("first_thread_tail", _row_sums, (3, 300), np.float32, dict(threads_per_row=64),
+     lambda low: "the rest needs only these threads" in _sources(low)),
+])
+def test_the_lowering_forms_kept_for_timing_switch_back(field, fn, shape, dtype, options,
+                                                        shows):
+    """Each switchable form of the lowering is in the kernels by default and gone under
+    its knob set False, and both forms give NumPy's results."""
+    x = np.random.default_rng(1).standard_normal(shape).astype(dtype)
+    want = fn(x.astype(np.float64))
+    for value in (True, False):
+        base = SMALL_SPLITS if field == "split_mean_shared" else DEFAULT
+        with knobs(replace(base, **{field: value})):
+            jf = nm.jit(**options)(fn)
+            assert shows(jf.lower(x)) == value
+            got = jf(x)
+        for g, w in zip(got if isinstance(got, tuple) else (got,),
+                        want if isinstance(want, tuple) else (want,)):
+            np.testing.assert_allclose(np.asarray(g, np.float64), w, rtol=2e-5, atol=1e-6)
 
 
 def test_knobs_takes_a_knobs():

@@ -165,9 +165,10 @@ class Linearizer(PrologueMixin, PersistentRowsMixin, ChunksMixin, PassesMixin, P
         """Whether the last reduces' results are needed by the first thread of each row
         alone: every output is stored once a row (none along a loop), and the row is not
         split across blocks (their exchange) or walked by a persistent loop."""
+        from ...experimental import current_knobs
         L = self.L
         return all(s.group is None for s in self.k.stores) and L.split == 1 and \
-            not L.persistent
+            not L.persistent and current_knobs().first_thread_tail
 
 
 def grid_of(kernel, layout):

@@ -118,7 +118,8 @@ class ValuesMixin:
         tiny, big, scale = RECIP_SCALE[dt]
         lit = lambda x: const_literal(x, dt)            # noqa: E731
         from . import reciprocal_in_range       # the package's: bench/reciprocal_scale.py swaps it
-        if reciprocal_in_range(divisor, tiny, big):
+        from ...experimental import current_knobs
+        if current_knobs().reciprocal_proofs and reciprocal_in_range(divisor, tiny, big):
             r = self.names.new("rc_r")
             self.add("ALU", (r,), (lit(1.0), d), arg=Op.DIV, dtype=dt)
             return r, None
