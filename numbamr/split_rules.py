@@ -52,9 +52,10 @@ def shifted_variance(b, context):
     """sum((a - sum(a)/N)**2), split across blocks, in one pass over ``a``.
 
     Two passes would read ``a`` twice. With K = a's first element along the reduced
-    axes, sum((a-K)**2) - sum(a-K)**2/N is the same quantity; summed in float64 its
-    rounding error is about 1e-16 * ((K - mean)/std)**2 of the result, negligible unless
-    K sits 10**5 standard deviations from the mean. float64 inputs keep two passes.
+    axes (0 where that is infinite or NaN), sum((a-K)**2) - sum(a-K)**2/N is the same
+    quantity; summed in float64 its rounding error is about 1e-16 * ((K - mean)/std)**2
+    of the result, negligible unless K sits 10**5 standard deviations from the mean.
+    float64 inputs keep two passes.
     """
     n = b["n"]
     axes = n.arg[1]
