@@ -135,10 +135,15 @@ def _uncast(v):
     return v
 
 
+def _exact_cast(v):
+    """``v`` is a float cast that changes none of its source's values."""
+    return _float_cast(v) and np.dtype(v.dtype).name in _HOLDERS[_held_in(v.srcs[0])]
+
+
 def _held_in(v):
     """The narrowest float dtype known to hold every value of ``v`` (its own, or that of
     what a widening cast or a maximum or minimum took its values from)."""
-    if _float_cast(v) and np.dtype(v.dtype).name in _HOLDERS[_held_in(v.srcs[0])]:
+    if _exact_cast(v):
         return _held_in(v.srcs[0])
     if v.op is Op.REDUCED and v.arg.kind in (ReduceKind.MAX, ReduceKind.MIN) and \
             np.dtype(v.arg.body.dtype).name in _HOLDERS:
@@ -148,6 +153,6 @@ def _held_in(v):
 
 def _exact(v):
     """``v`` without the casts around it that change none of its values."""
-    while _float_cast(v) and np.dtype(v.dtype).name in _HOLDERS[_held_in(v.srcs[0])]:
+    while _exact_cast(v):
         v = v.srcs[0]
     return v
